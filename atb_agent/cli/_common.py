@@ -1,0 +1,66 @@
+"""Shared pieces of the CLI contract: exit codes, JSON output, error classification."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """The user's input is wrong (a path, a flag, a name): exit 2 with this one-line message."""
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """Map an exception to (exit code, one-line message). Typed user-facing errors are bad input."""
+    from harness.errors import HarnessError
+    from protocol import ProtocolError
+
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (HarnessError, ProtocolError, BadInput, FileNotFoundError)):
+        return EXIT_BAD_INPUT, f"{type(exc).__name__}: {text}"
+    try:
+        from atb_agent.errors import AgentError
+
+        if isinstance(exc, AgentError):
+            return EXIT_BAD_INPUT, f"{type(exc).__name__}: {text}"
+    except ImportError:
+        pass
+    return EXIT_INTERNAL, f"internal error ({type(exc).__name__}): {text}"
+
+
+def emit_error(message: str, want_json: bool, code: int) -> None:
+    line = " ".join(message.split())
+    if want_json:
+        print(json.dumps({"ok": False, "error": line, "exit_code": code}))
+    else:
+        print(f"atb: error: {line}", file=sys.stderr)
+
+
+def emit(payload: BaseModel | dict[str, Any], args: argparse.Namespace, human: str | None = None) -> None:
+    """Print a command's result: one JSON object with --json, else the human text."""
+    data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+    if getattr(args, "json", False):
+        print(json.dumps(data, sort_keys=True, default=str))
+    else:
+        print(human if human is not None else json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def progress(message: str) -> None:
+    """Progress for long work: stderr only, never stdout."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+
+def add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default="atb.sqlite", help="results store (SQLite file), default ./atb.sqlite")

@@ -1,0 +1,27 @@
+"""Errors raised while loading or verifying the protocol. Each message says what to do."""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """Base class of every protocol problem."""
+
+
+class ProtocolFileError(ProtocolError):
+    """The protocol or lock file is missing, unreadable, or not valid YAML/JSON."""
+
+
+class ProtocolSchemaError(ProtocolError):
+    """A key is unknown, missing, or has a value of the wrong type or range."""
+
+
+class ProtocolDigestMismatch(ProtocolError):
+    """The file's bytes do not match the digest pinned in the lock: an edit without a version bump."""
+
+
+class ProtocolLockError(ProtocolError):
+    """The lock is inconsistent: a version reused with another digest, or history out of order."""
+
+
+class UnverifiedProtocolError(ProtocolError):
+    """A result was about to be made from a Protocol that was not loaded from a digest-checked file."""

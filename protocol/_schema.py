@@ -1,0 +1,200 @@
+"""Pydantic models of the frozen protocol.
+
+Every model forbids unknown keys and is frozen: a typo in ``protocol.yaml`` is an error, and no code can
+change a parameter after loading. The models describe shape only; provenance (the digest check) is
+``_loader``'s job.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeedsParams(_Frozen):
+    paired_seeds: PositiveInt
+    extended_paired_seeds: PositiveInt
+    correctness_trials: PositiveInt
+
+
+class CpuTimingParams(_Frozen):
+    threads: PositiveInt
+    warmup_reps: int = Field(ge=0)
+    timed_reps: PositiveInt
+    min_timed_ns: PositiveInt
+
+
+class CudaTimingParams(_Frozen):
+    warmup_ms: PositiveFloat
+    rep_ms: PositiveFloat
+    min_reps: PositiveInt
+    max_reps: PositiveInt
+    l2_flush_bytes: PositiveInt
+    rotate_inputs_below_bytes: PositiveInt
+    rotating_buffers: PositiveInt
+    graph_replay_below_us: PositiveFloat
+    graph_replays: PositiveInt
+
+
+class TimingParams(_Frozen):
+    interleave: bool
+    cpu: CpuTimingParams
+    cuda: CudaTimingParams
+
+
+class StatisticsParams(_Frozen):
+    bootstrap_resamples: PositiveInt
+    confidence_level: float = Field(gt=0.5, lt=1.0)
+    bootstrap_seed: int
+
+
+Distribution = Literal["normal", "uniform", "negative", "zeros_mixed", "large", "noncontiguous"]
+DTypeName = Literal["float64", "float32", "float16", "bfloat16"]
+
+
+class Tolerance(_Frozen):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+    rel_l2: float = Field(ge=0)
+
+
+class CorrectnessParams(_Frozen):
+    distributions: list[Distribution]
+    large_magnitude: PositiveFloat
+    allow_tf32: bool
+    tolerances: dict[DTypeName, Tolerance]
+
+
+class GateParams(_Frozen):
+    anomaly_speedup: PositiveFloat
+    physical_limit_slack: PositiveFloat
+    escape_wall_over_timed_max: PositiveFloat
+    escape_min_wall_ns: PositiveInt
+    timed_output_checks: PositiveInt
+    strawman_ratio: PositiveFloat
+
+
+class UsabilityParams(_Frozen):
+    ci_relative_halfwidth_max: PositiveFloat
+
+
+class NoiseParams(_Frozen):
+    noise_floor: PositiveFloat
+
+
+class SaturationParams(_Frozen):
+    early_iterations: PositiveInt
+    roofline_fraction_saturated: PositiveFloat
+
+
+class TruncationParams(_Frozen):
+    max_truncated_fraction: float = Field(ge=0, le=1)
+
+
+class LimitParams(_Frozen):
+    candidate_timeout_s: PositiveFloat
+    candidate_memory_mb: PositiveInt
+    reference_timeout_s: PositiveFloat
+    candidate_source_max_bytes: PositiveInt
+
+
+class SandboxParams(_Frozen):
+    image: str
+    pids_limit: PositiveInt
+    memory_mb: PositiveInt
+    cpus: PositiveFloat
+    exec_timeout_s: PositiveFloat
+    run_wallclock_s: PositiveFloat
+    exec_output_cap_bytes: PositiveInt
+    copy_out_max_bytes: PositiveInt
+    copy_out_max_files: PositiveInt
+    workspace_max_bytes: PositiveInt
+
+
+class EngineParams(_Frozen):
+    requests_per_trial: PositiveInt
+    startup_timeout_s: PositiveFloat
+    request_timeout_s: PositiveFloat
+    max_failed_fraction: float = Field(ge=0, le=1)
+    output_match_min_fraction: float = Field(ge=0, le=1)
+
+
+class AgentParams(_Frozen):
+    max_output_tokens: PositiveInt
+    max_tool_calls_per_iteration: PositiveInt
+
+
+class AnchorParams(_Frozen):
+    default_band: PositiveFloat
+
+
+class Protocol(_Frozen):
+    """The whole measurement protocol, as loaded from ``protocol.yaml``.
+
+    Instances made by hand (``Protocol(**numbers)``) are *unverified*: ``is_verified`` is False and
+    nothing that produces a result accepts them. Only :func:`protocol.load_protocol` returns a
+    verified instance, after checking the file's digest against the lock.
+    """
+
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    seeds: SeedsParams
+    timing: TimingParams
+    statistics: StatisticsParams
+    correctness: CorrectnessParams
+    gates: GateParams
+    usability: UsabilityParams
+    noise: NoiseParams
+    saturation: SaturationParams
+    truncation: TruncationParams
+    limits: LimitParams
+    sandbox: SandboxParams
+    engine: EngineParams
+    agent: AgentParams
+    anchors: AnchorParams
+
+    _sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def sha256(self) -> str:
+        """The digest of the file this protocol was loaded from; raises for an unverified protocol."""
+        if self._sha256 is None:
+            from protocol._errors import UnverifiedProtocolError
+
+            raise UnverifiedProtocolError(
+                "this Protocol was built from loose values, not loaded from a digest-checked file; "
+                "use protocol.load_protocol()"
+            )
+        return self._sha256
+
+    @property
+    def is_verified(self) -> bool:
+        return self._sha256 is not None
+
+    def ref(self) -> "ProtocolRef":
+        """The (version, digest) pair that every stored row carries."""
+        return ProtocolRef(version=self.version, sha256=self.sha256)
+
+
+class ProtocolRef(_Frozen):
+    """Version and digest of a verified protocol: what a stored row records."""
+
+    version: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class LockEntry(_Frozen):
+    version: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class ProtocolLock(_Frozen):
+    """``protocol.lock.json``: the current pin and every version's digest, oldest first."""
+
+    version: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    history: list[LockEntry]
