@@ -83,11 +83,12 @@ def load_protocol(path: Path | None = None, lock_path: Path | None = None) -> Pr
     """
     path = path or PROTOCOL_PATH
     lock_path = lock_path or LOCK_PATH
-    return _load_cached(path.resolve(), lock_path.resolve(), file_sha256(path))
+    return _load_cached(path.resolve(), lock_path.resolve(), file_sha256(path), file_sha256(lock_path))
 
 
 @lru_cache(maxsize=8)
-def _load_cached(path: Path, lock_path: Path, digest: str) -> Protocol:
+def _load_cached(path: Path, lock_path: Path, digest: str, lock_digest: str) -> Protocol:
+    """Cached on both files' digests, so any edit to either is seen by the next load."""
     lock = read_lock(lock_path)
     proto = parse_protocol(path.read_text(), source=str(path))
     if proto.version == lock.version and digest != lock.sha256:

@@ -2,26 +2,33 @@
 
 Refuses to re-pin an existing version to a new digest (that is exactly the silent edit the lock is
 there to catch); a changed file needs a new ``version`` first. The one exception,
-``--amend-unreleased``, re-pins the newest version only while no commit has landed it (git HEAD's lock
-does not know it): drafting a version is allowed, rewriting a released one is not.
+``--amend-unreleased``, re-pins the newest version only while it has not landed (the lock at
+``$ATB_LANDED_REF``, default ``origin/main``, does not know it): drafting a version is allowed, rewriting a released one is not.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from protocol._errors import ProtocolError
 from protocol._loader import LOCK_PATH, PROTOCOL_PATH, file_sha256, parse_protocol, read_lock
 
 
-def _version_has_landed(version: str) -> bool:
-    """True when the committed lock (git HEAD) already pins ``version``: then it is immutable."""
+def _version_has_landed(version: str, root: Path) -> bool:
+    """True when a landed lock already pins ``version``: then it is immutable.
+
+    "Landed" is the lock at ``$ATB_LANDED_REF`` (default ``origin/main``), the state others have
+    seen; where that ref does not exist nothing has landed, and only the newest version may be amended.
+    """
+    ref = os.environ.get("ATB_LANDED_REF", "origin/main")
     try:
         out = subprocess.run(
-            ["git", "show", "HEAD:protocol/protocol.lock.json"],
-            cwd=PROTOCOL_PATH.parent.parent, capture_output=True, text=True, check=False,
+            ["git", "show", f"{ref}:protocol/protocol.lock.json"],
+            cwd=root, capture_output=True, text=True, check=False,
         )
     except OSError:
         return True
@@ -30,15 +37,14 @@ def _version_has_landed(version: str) -> bool:
     return any(e.get("version") == version for e in json.loads(out.stdout).get("history", []))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    amend = "--amend-unreleased" in args
-    proto = parse_protocol(PROTOCOL_PATH.read_text(), str(PROTOCOL_PATH))
-    digest = file_sha256(PROTOCOL_PATH)
+def relock(protocol_path: Path = PROTOCOL_PATH, lock_path: Path = LOCK_PATH, amend: bool = False) -> int:
+    """Pin ``protocol_path``'s digest under its version in ``lock_path``; returns an exit status."""
+    proto = parse_protocol(protocol_path.read_text(), str(protocol_path))
+    digest = file_sha256(protocol_path)
     history: list[dict[str, str]] = []
-    if LOCK_PATH.exists():
+    if lock_path.exists():
         try:
-            history = [e.model_dump() for e in read_lock().history]
+            history = [e.model_dump() for e in read_lock(lock_path).history]
         except ProtocolError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -47,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             if entry["sha256"] == digest:
                 print(f"protocol {proto.version} already locked at {digest}")
                 return 0
-            if amend and not _version_has_landed(proto.version) and entry is history[-1]:
+            if amend and not _version_has_landed(proto.version, protocol_path.parent.parent) and entry is history[-1]:
                 entry["sha256"] = digest
-                LOCK_PATH.write_text(
+                lock_path.write_text(
                     json.dumps({"version": proto.version, "sha256": digest, "history": history}, indent=2)
                     + "\n"
                 )
@@ -62,11 +68,20 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     history.append({"version": proto.version, "sha256": digest})
-    LOCK_PATH.write_text(
+    lock_path.write_text(
         json.dumps({"version": proto.version, "sha256": digest, "history": history}, indent=2) + "\n"
     )
     print(f"locked protocol {proto.version} at {digest}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        return relock(amend="--amend-unreleased" in args)
+    except ProtocolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from harness.records import (
     utc_now,
 )
 from harness.store._errors import IngestRejected, NotFound, StoreError
-from protocol import Protocol, ProtocolRef, known_digests
+from protocol import Protocol, ProtocolRef
 
 SCHEMA_VERSION = 1
 
@@ -158,20 +158,15 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ protocols
     def _register_known_protocols(self) -> None:
-        """Every version the lock has ever pinned is known to the store (old rows stay readable)."""
-        from protocol import PROTOCOL_PATH, parse_protocol
+        """Register the current, digest-checked protocol.
 
-        current = parse_protocol(PROTOCOL_PATH.read_text())
-        for version, digest in known_digests():
-            exists = self.query("SELECT 1 FROM protocols WHERE sha256 = ?", (digest,))
-            if exists:
-                continue
-            seeds = current.seeds.paired_seeds if version == current.version else 1
-            with self.transaction() as c:
-                c.execute(
-                    "INSERT INTO protocols (sha256, version, paired_seeds_required, registered_at) VALUES (?,?,?,?)",
-                    (digest, version, seeds, utc_now()),
-                )
+        Only the protocol in force is registered, with its own paired-seed requirement: rows written
+        under an older version stay readable because that version was registered when it was current,
+        but no new row can claim a digest this store never saw in force.
+        """
+        from protocol import load_protocol
+
+        self.register_protocol(load_protocol())
 
     def register_protocol(self, protocol: Protocol) -> ProtocolRef:
         """Make a verified protocol known to the store (idempotent)."""

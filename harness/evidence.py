@@ -1,0 +1,126 @@
+"""What the measuring child processes report, and what the gates judge.
+
+This is the contract between the runner (which runs candidate and reference code in child processes
+and collects facts) and the gates (pure functions of these facts, run in the harness's own process).
+Every field is a plain fact observed by harness code; no field is computed by candidate code. Paths
+point at tensors the workers saved with ``torch.save``; the harness loads them with
+``torch.load(weights_only=True)``, which cannot execute code.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.records import Backend, DeviceCeilings
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorMeta(_Fact):
+    shape: list[int]
+    dtype: str
+    storage_ptr: int = 0
+    contiguous: bool = True
+
+
+class CallFacts(_Fact):
+    """One untimed call of a model (candidate or reference) on inputs made from ``seed``."""
+
+    seed: int
+    distribution: str
+    ok: bool = True
+    error: str = ""                                # exception text when the call raised
+    output_path: str = ""                          # torch.save'd output (tensor or tuple of tensors)
+    outputs: list[TensorMeta] = Field(default_factory=list)
+    input_hashes_before: list[str] = Field(default_factory=list)
+    input_hashes_after: list[str] = Field(default_factory=list)
+    aliases_input: list[int] = Field(default_factory=list)     # input indexes whose storage an output shares
+    equals_input: list[int] = Field(default_factory=list)      # input indexes an output equals bytewise
+    threads_before: int = 1
+    threads_after: int = 1
+    ops_called: list[str] = Field(default_factory=list)        # torch functions seen (first call only)
+    tf32_enabled_after: bool = False
+    wall_ns: int = 0
+
+
+class TimedOutput(_Fact):
+    """An output captured right after a *timed* repetition, with the input seed it was computed on."""
+
+    rep: int
+    input_seed: int
+    output_path: str
+
+
+class TimedFacts(_Fact):
+    """One arm's timed repetitions at one paired seed."""
+
+    seed: int
+    times_ns: list[float] = Field(min_length=1)    # per repetition, by the harness's bound timer
+    wall_ns: float = 0                             # harness wall clock from first start to after device sync
+    timed_total_ns: float = 0                      # sum of the timed region over the same repetitions
+    parent_wall_ns: float = 0                      # the parent's own clock around the whole command
+    timed_outputs: list[TimedOutput] = Field(default_factory=list)
+    input_hashes_before: list[str] = Field(default_factory=list)
+    input_hashes_after: list[str] = Field(default_factory=list)
+    threads_after: int = 1
+    method: str = ""                               # e.g. "cpu-perf_counter", "cuda-events+flush", "cuda-graph"
+
+
+class IntegrityFacts(_Fact):
+    """Whether the harness's own bound functions were still the originals after candidate code ran."""
+
+    checks: dict[str, bool] = Field(default_factory=dict)     # name -> intact
+    candidate_modules_in_baseline: list[str] = Field(default_factory=list)
+    pid: int = 0
+
+
+class Comparison(_Fact):
+    """The parent's comparison of one output against the reference's for the same input seed."""
+
+    seed: int
+    distribution: str
+    phase: Literal["correctness", "timed", "extended", "preflight"]
+    passed: bool
+    reason: str = ""
+    max_abs_err: float | None = None
+    rel_l2: float | None = None
+    ref_equals_input: list[int] = Field(default_factory=list)
+
+
+class WorkerFailure(_Fact):
+    """A child process that crashed, hung, exited or raised: a rejection reason, never a harness error."""
+
+    role: Literal["candidate", "reference", "start"]
+    kind: Literal["import_error", "exception", "crash", "timeout", "exit", "memory", "protocol"]
+    detail: str
+
+
+class Evidence(_Fact):
+    """Everything the gates see about one evaluation."""
+
+    task_id: str
+    backend: Backend
+    candidate_pid: int = 0
+    reference_pid: int = 0
+    candidate_calls: list[CallFacts] = Field(default_factory=list)
+    reference_calls: list[CallFacts] = Field(default_factory=list)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    candidate_timed: list[TimedFacts] = Field(default_factory=list)
+    baseline_timed: list[TimedFacts] = Field(default_factory=list)
+    candidate_integrity: IntegrityFacts = Field(default_factory=IntegrityFacts)
+    baseline_integrity: IntegrityFacts = Field(default_factory=IntegrityFacts)
+    failure: WorkerFailure | None = None
+    ratio: float | None = None                     # baseline time / candidate time (speedup)
+    ci_low: float | None = None
+    ci_high: float | None = None
+    candidate_median_ns: float | None = None
+    ceilings: DeviceCeilings | None = None
+    task_bytes: float | None = None                # minimum bytes moved, declared by the task
+    task_flops: float | None = None                # floating-point operations, declared by the task
+    forbidden_ops: list[str] = Field(default_factory=list)   # declared by the task
+    candidate_source: str = ""
+    input_dtype: str = "float32"

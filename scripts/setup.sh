@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up AutoTuneBench on a fresh machine: system packages, the Python environment, the Docker engine
+# and sandbox image, and llama.cpp's server with a tiny model. Idempotent: a second run reuses what
+# the first built (the venv, the image, the cached llama-server binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+log() { echo "[setup] $*" >&2; }
+
+# --- system packages (Debian) -------------------------------------------------------------------
+need_pkgs=()
+for pkg in docker.io debootstrap bubblewrap libopenblas0-pthread cmake g++; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+done
+if ((${#need_pkgs[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    log "installing ${need_pkgs[*]}"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_pkgs[@]}" >/dev/null
+  else
+    log "missing Debian packages ${need_pkgs[*]} (run as root or install them); sandbox tests will skip"
+  fi
+fi
+
+# --- Python environment -------------------------------------------------------------------------
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import autotunebench_installed" 2>/dev/null; then
+  log "installing torch==2.13.0 (CPU build) and the project"
+  .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[dev,mlx]" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c "import torch, pydantic, langgraph, openai, anthropic, docker, tiktoken, mlx.core" \
+    || { log "the Python install failed"; exit 1; }
+  # marker module: the install above completed
+  site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "# written by scripts/setup.sh" > "$site/autotunebench_installed.py"
+fi
+
+# --- Docker engine and sandbox image ------------------------------------------------------------
+if [[ -f sandbox/ci_setup.sh ]]; then
+  bash sandbox/ci_setup.sh || log "sandbox setup failed: Docker-backed tests will report why"
+fi
+
+# --- llama.cpp's server and the tiny model (cached) ----------------------------------------------
+if .venv/bin/atb engine --help >/dev/null 2>&1; then
+  .venv/bin/atb engine build llama-cpp >&2 || log "llama-server build failed: engine tests will report why"
+  .venv/bin/atb engine make-model >&2 || log "tiny model could not be written"
+fi
+log "ready: $ROOT/.venv/bin/atb"

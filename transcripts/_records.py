@@ -1,0 +1,189 @@
+"""Pydantic models of transcript records.
+
+A transcript is a JSON Lines file; each line is a :class:`Envelope` whose ``data`` is one of the
+typed payloads below, chosen by ``kind``. ``hash`` is the SHA-256 of the canonical JSON of
+``{seq, kind, prev, data}`` and ``prev`` is the previous line's ``hash`` (64 zeros for the first), so
+changing, dropping, inserting or reordering any line breaks the chain.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FORMAT = "atb-transcript/1"
+GENESIS = "0" * 64
+
+Kind = Literal["header", "iteration_start", "model_call", "model_turn", "tool_call", "submission", "verdict",
+               "resume", "end"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+class HttpRequestRecord(_Data):
+    """A request exactly as the SDK handed it to the transport (headers normalised, see _normalise)."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body_b64: str
+
+    @property
+    def body(self) -> bytes:
+        return unb64(self.body_b64)
+
+
+class HttpResponseRecord(_Data):
+    """A response exactly as it came off the wire: status, headers, raw (still encoded) body bytes."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body_b64: str
+
+    @property
+    def body(self) -> bytes:
+        return unb64(self.body_b64)
+
+
+class HeaderData(_Data):
+    """What the run was: who made it, against what, and whether the model is real or scripted."""
+
+    format: Literal["atb-transcript/1"] = FORMAT
+    scripted: bool = Field(description="True when the model turns came from a script, not a real model")
+    label: str = ""
+    tuner_spec: str
+    provider: str
+    model: str
+    base_url: str
+    task: str
+    budget: int
+    seed: int
+    campaign_id: str
+    protocol_version: str
+    protocol_sha256: str
+    max_output_tokens: int
+    tool_definitions_sha256: str
+    created_at: str
+
+
+class IterationStartData(_Data):
+    iteration: int
+    observation: str
+
+
+class ModelCallData(_Data):
+    """One HTTP exchange with the model API."""
+
+    call_index: int
+    iteration: int
+    request: HttpRequestRecord
+    response: HttpResponseRecord
+
+
+class TruncationData(_Data):
+    truncated: bool
+    api_signal: str = ""              # e.g. "finish_reason=length", "" when the API said nothing
+    requested_cap: int
+    usage_output_tokens: int | None = None
+    tiktoken_output_tokens: int | None = None
+    tiktoken_encoding: str = ""
+    tiktoken_exact: bool = False      # False when the encoding is only an approximation of the model's
+    reasons: list[str] = Field(default_factory=list)
+
+
+class ModelTurnData(_Data):
+    """The parsed outcome of one model call: stop reason, usage, truncation verdict."""
+
+    call_index: int
+    iteration: int
+    stop_reason: str
+    text: str
+    tool_calls: list[dict[str, Any]]
+    input_tokens: int
+    output_tokens: int
+    truncation: TruncationData
+
+
+class ToolCallData(_Data):
+    iteration: int
+    call_id: str
+    name: str
+    arguments: str
+    content: str
+    is_error: bool
+    submitted: dict[str, Any] | None = None
+
+
+class SubmissionData(_Data):
+    """Files handed to the harness; ``forced`` when the model ended its turn without submitting."""
+
+    iteration: int
+    forced: bool
+    files: dict[str, str]             # workspace path -> sha256 of the bytes
+
+
+class VerdictData(_Data):
+    iteration: int
+    verdict: dict[str, Any]
+
+
+class ResumeData(_Data):
+    """A killed run resumed from its checkpoint; records ``abandoned_from..abandoned_to`` are void."""
+
+    abandoned_from: int
+    abandoned_to: int
+    resumed_at: str
+
+
+class EndData(_Data):
+    status: str
+    iterations: int
+    model_calls: int
+    truncated_calls: int
+    truncated_fraction: float
+    reason: str = ""
+
+
+DATA_MODELS: dict[str, type[_Data]] = {
+    "header": HeaderData, "iteration_start": IterationStartData, "model_call": ModelCallData,
+    "model_turn": ModelTurnData, "tool_call": ToolCallData, "submission": SubmissionData,
+    "verdict": VerdictData, "resume": ResumeData, "end": EndData,
+}
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_hash(seq: int, kind: str, prev: str, data: dict[str, Any]) -> str:
+    body = canonical({"seq": seq, "kind": kind, "prev": prev, "data": data})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+class Envelope(BaseModel):
+    """One line of a transcript."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seq: int = Field(ge=0)
+    kind: Kind
+    prev: str = Field(pattern=r"^[0-9a-f]{64}$")
+    data: dict[str, Any]
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    def payload(self) -> _Data:
+        return DATA_MODELS[self.kind].model_validate(self.data)
