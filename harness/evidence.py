@@ -68,6 +68,10 @@ class TimedFacts(_Fact):
     input_hashes_after: list[str] = Field(default_factory=list)
     threads_after: int = 1
     method: str = ""                               # e.g. "cpu-perf_counter", "cuda-events+flush", "cuda-graph"
+    # CPU time spent by threads other than the timing thread over the block (process CPU time minus
+    # the timing thread's, time.process_time_ns / time.thread_time_ns bound before import), from
+    # the block's start until its outputs were saved. None: not measured (the gate then skips it).
+    other_threads_cpu_ns: float | None = None
 
 
 class IntegrityFacts(_Fact):
@@ -76,6 +80,9 @@ class IntegrityFacts(_Fact):
     checks: dict[str, bool] = Field(default_factory=dict)     # name -> intact
     candidate_modules_in_baseline: list[str] = Field(default_factory=list)
     pid: int = 0
+    # Names of audit events (sys.addaudithook, installed before the candidate is imported) whose
+    # immediate Python caller was candidate code: "gc.get_objects", "sys._getframe", "sys.settrace", ...
+    audit_events: list[str] = Field(default_factory=list)
 
 
 class Comparison(_Fact):
@@ -111,6 +118,7 @@ class Evidence(_Fact):
     comparisons: list[Comparison] = Field(default_factory=list)
     candidate_timed: list[TimedFacts] = Field(default_factory=list)
     baseline_timed: list[TimedFacts] = Field(default_factory=list)
+    start_timed: list[TimedFacts] = Field(default_factory=list)   # the search's starting candidate, same seeds
     candidate_integrity: IntegrityFacts = Field(default_factory=IntegrityFacts)
     baseline_integrity: IntegrityFacts = Field(default_factory=IntegrityFacts)
     failure: WorkerFailure | None = None

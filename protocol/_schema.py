@@ -27,6 +27,8 @@ class CpuTimingParams(_Frozen):
     warmup_reps: int = Field(ge=0)
     timed_reps: PositiveInt
     min_timed_ns: PositiveInt
+    interleave_rounds: PositiveInt
+    malloc_mmap_threshold_bytes: PositiveInt
 
 
 class CudaTimingParams(_Frozen):
@@ -41,10 +43,19 @@ class CudaTimingParams(_Frozen):
     graph_replays: PositiveInt
 
 
+class CeilingParams(_Frozen):
+    cpu_copy_bytes: PositiveInt
+    cpu_matmul_n: PositiveInt
+    cuda_copy_bytes: PositiveInt
+    cuda_matmul_n: PositiveInt
+    reps: PositiveInt
+
+
 class TimingParams(_Frozen):
     interleave: bool
     cpu: CpuTimingParams
     cuda: CudaTimingParams
+    ceilings: CeilingParams
 
 
 class StatisticsParams(_Frozen):
@@ -73,8 +84,11 @@ class CorrectnessParams(_Frozen):
 class GateParams(_Frozen):
     anomaly_speedup: PositiveFloat
     physical_limit_slack: PositiveFloat
+    physical_cpu_cache_factor: PositiveFloat
     escape_wall_over_timed_max: PositiveFloat
     escape_min_wall_ns: PositiveInt
+    escape_side_cpu_max: PositiveFloat
+    tamper_parent_over_worker_max: PositiveFloat
     timed_output_checks: PositiveInt
     strawman_ratio: PositiveFloat
 
@@ -114,6 +128,8 @@ class SandboxParams(_Frozen):
     copy_out_max_bytes: PositiveInt
     copy_out_max_files: PositiveInt
     workspace_max_bytes: PositiveInt
+    list_max_entries: PositiveInt
+    tmp_max_bytes: PositiveInt
 
 
 class EngineParams(_Frozen):
@@ -122,15 +138,20 @@ class EngineParams(_Frozen):
     request_timeout_s: PositiveFloat
     max_failed_fraction: float = Field(ge=0, le=1)
     output_match_min_fraction: float = Field(ge=0, le=1)
+    warmup_requests: int = Field(ge=0)
+    reps_per_seed: PositiveInt
 
 
 class AgentParams(_Frozen):
     max_output_tokens: PositiveInt
     max_tool_calls_per_iteration: PositiveInt
+    model_timeout_s: PositiveFloat
 
 
 class AnchorParams(_Frozen):
     default_band: PositiveFloat
+    mlx_blas: Literal["openblas", "bundled"]
+    mlx_blas_paths: list[str]
 
 
 class Protocol(_Frozen):

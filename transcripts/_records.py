@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FORMAT = "atb-transcript/1"
+FORMAT: Literal["atb-transcript/1"] = "atb-transcript/1"
 GENESIS = "0" * 64
 
 Kind = Literal["header", "iteration_start", "model_call", "model_turn", "tool_call", "submission", "verdict",
@@ -70,12 +70,14 @@ class HeaderData(_Data):
     model: str
     base_url: str
     task: str
+    task_brief: str
     budget: int
     seed: int
     campaign_id: str
     protocol_version: str
     protocol_sha256: str
     max_output_tokens: int
+    max_tool_calls_per_iteration: int
     tool_definitions_sha256: str
     created_at: str
 

@@ -8,6 +8,7 @@ anything a task author wrote.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
@@ -16,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.errors import HarnessError
 
 KnobValue = Union[bool, int, float, str]
+
+# Rejection-sampling bound per draw: an algorithmic limit of the sampler, not a measurement parameter
+# (it cannot move a verdict; it only decides when a constraint set is declared unsatisfiable).
+_MAX_DRAWS = 10_000
 
 
 class KnobSpaceError(HarnessError):
@@ -218,6 +223,19 @@ class KnobSpace(_Frozen):
         if problems:
             raise KnobSpaceError("configuration is outside the knob space: " + "; ".join(problems))
         return {k.name: config[k.name] for k in self.knobs}
+
+    def sample(self, rng: random.Random) -> dict[str, KnobValue]:
+        """One configuration drawn uniformly per knob (in knob order) from ``rng``, constraints held.
+
+        Raises:
+            KnobSpaceError: the constraints admit no configuration the sampler can find.
+        """
+        for _ in range(_MAX_DRAWS):
+            config = {k.name: rng.choice(k.values()) for k in self.knobs}
+            if not self.violations(config):
+                return config
+        raise KnobSpaceError(f"no configuration satisfying the constraints was found in {_MAX_DRAWS} draws; "
+                             "check the knob space's constraints for a contradiction")
 
     def size(self) -> int:
         """Number of grid points before constraints (an upper bound on distinct configurations)."""

@@ -1,0 +1,240 @@
+"""``run_campaign``: what ``atb run`` calls for every tuner spec.
+
+For ``random`` it delegates to the harness's seeded random search (``random_search_task``). For the LLM tuners
+(``openai:``/``anthropic:``), ``replay:PATH`` and entry-point tuners it opens one measurement session,
+a campaign in the store, a sandbox with the tools, and a transcript, then lets the tuner spend the
+budget. An interrupted run (killed, or stopped by an error) stays open: calling ``run_campaign`` again
+with ``resume=CAMPAIGN_ID`` continues from the graph's checkpoint, storing every iteration once.
+The finished campaign is marked an infrastructure defect when too many model calls were truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from transcripts import EndData, HeaderData, TranscriptWriter, read_transcript
+
+from atb_agent.errors import CampaignError
+from atb_agent.evaluation import Evaluator, StoreIterationSink
+from atb_agent.graph import SubmissionInbox, ToolBoxLike
+from atb_agent.tuners import (
+    GraphTuner,
+    ProviderKind,
+    Tuner,
+    TuningEnvironment,
+    parse_spec,
+    provider_factory,
+    resolve_tuner,
+    tool_definitions_sha256,
+)
+from harness.records import utc_now
+
+
+class CampaignServices(Protocol):
+    """Where measurement and tools come from. :class:`HarnessServices` is the real one (the harness's
+    measurement session and evaluation, the sandbox and its tools); tests may give scripted ones."""
+
+    def open_session(self, store: Any, protocol: Any, resume_session_id: str | None) -> str:
+        """Open (or, for a resume, reattach to) a measurement session and return its id."""
+        ...
+
+    def evaluator(self, task: Any, store: Any, protocol: Any) -> Evaluator: ...
+
+    def toolbox(self, task: Any, brief: str, submit: Callable[[dict[str, bytes]], dict[str, Any]]) -> ToolBoxLike: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class CampaignPaths:
+    transcript: Path
+    checkpoints: Path
+
+
+def default_paths(store_path: Path, campaign_id: str) -> CampaignPaths:
+    """Transcripts and checkpoints live beside the store: ``<dir>/transcripts/<id>.jsonl`` and
+    ``<dir>/checkpoints.sqlite``."""
+    base = store_path.resolve().parent
+    return CampaignPaths(transcript=base / "transcripts" / f"{campaign_id}.jsonl", checkpoints=base / "checkpoints.sqlite")
+
+
+def task_brief(task: Any) -> str:
+    """What the model is told about the task (the reference source and what to deliver)."""
+    from atb_agent.evaluation import CANDIDATE_FILE
+
+    about = task.meta.description or f"task {task.id}"
+    return (f"Task {task.id}: {about}\n\nThe reference implementation (KernelBench format) is:\n\n"
+            f"```python\n{task.source}\n```\n\nWrite `{CANDIDATE_FILE}` in the workspace defining `class ModelNew` "
+            "with the same constructor and forward signature as `Model`, computing the same result faster, then call "
+            "`submit`.")
+
+
+def _tuner_for(spec: str, base_url: str | None) -> Tuner:
+    parsed = parse_spec(spec)
+    if parsed.kind != "replay":
+        return resolve_tuner(spec, base_url=base_url)
+    header = read_transcript(parsed.arg).header
+    if header.provider not in ("openai", "anthropic"):
+        raise CampaignError(f"{parsed.arg} records provider {header.provider!r}; only openai and anthropic "
+                            "transcripts can be replayed as a tuner")
+    kind: ProviderKind = header.provider  # type: ignore[assignment]
+    return GraphTuner(spec, kind, header.model, provider_factory(kind, header.model, header.base_url), header.base_url)
+
+
+def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, store_path: str | Path, *,
+                 base_url: str | None = None, resume: str | None = None, services: CampaignServices | None = None,
+                 transcript_path: Path | None = None, checkpoint_path: Path | None = None,
+                 scripted: bool = False, label: str = "", backend: str = "cpu",
+                 preregistration_id: str | None = None, arm: str | None = None,
+                 config: dict[str, Any] | None = None) -> Any:
+    """Run (or resume) one tuning campaign and return its stored :class:`harness.campaigns.CampaignSummary`.
+
+    ``scripted`` marks the transcript as coming from scripted model turns (tests, fixtures).
+    ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered A/B; ``config`` is stored
+    with the campaign. ``random`` runs :func:`harness.search.random_search_task` (``services`` unused).
+
+    Raises:
+        TunerSpecError: the spec names no tuner. MissingApiKeyError: the provider's key is unset.
+        CampaignError: ``resume`` names a campaign of another task, spec or budget, or a replay
+            transcript is not replayable.
+        ProviderError, ReplayDivergence: a model call failed; the campaign stays open for ``resume``.
+        HarnessError: from the harness (unknown task, device unavailable...).
+    """
+    from harness.campaigns import CampaignRecorder
+    from harness.store import SqliteStore
+    from harness.tasks import load_task
+    from protocol import load_protocol
+
+    if budget <= 0:
+        raise CampaignError(f"the budget must be a positive number of iterations, not {budget}")
+    proto = load_protocol()
+    store_file = Path(store_path)
+    if parse_spec(tuner_spec).kind == "random":
+        from harness.search import random_search_task
+
+        with SqliteStore(store_file) as random_store:
+            return random_search_task(str(task), store=random_store, protocol=proto, budget=budget, seed=seed,
+                                      backend=backend, campaign_id=resume,  # type: ignore[arg-type]
+                                      preregistration_id=preregistration_id, arm=arm)
+    t = load_task(task)
+    store = SqliteStore(store_file)
+    svc = services or HarnessServices(backend)
+    try:
+        tuner = _tuner_for(tuner_spec, base_url)
+        if resume is not None and parse_spec(tuner_spec).kind == "replay":
+            raise CampaignError("a replay:PATH campaign cannot be resumed; start it again (it needs no model)")
+        if resume is not None:
+            recorder = CampaignRecorder.resume(store, proto, resume)
+            info = recorder.info
+            if (info.task_id, info.tuner_spec, info.budget, info.seed) != (t.id, tuner_spec, budget, seed):
+                raise CampaignError(f"campaign {resume} is task {info.task_id!r}, tuner {info.tuner_spec!r}, budget "
+                                    f"{info.budget}, seed {info.seed}; resume it with the same arguments")
+            svc.open_session(store, proto, info.session_id)
+        else:
+            session_id = svc.open_session(store, proto, None)
+            recorder = CampaignRecorder.open(store, proto, task_id=t.id, kind="kernel", tuner_spec=tuner_spec, seed=seed,
+                                             budget=budget, session_id=session_id,
+                                             preregistration_id=preregistration_id, arm=arm,
+                                             config={**(config or {}), "base_url": base_url or "", "scripted": scripted})
+        paths = default_paths(store_file, recorder.campaign_id)
+        inbox = SubmissionInbox()
+        brief = task_brief(t)
+        toolbox = svc.toolbox(t, brief, inbox)
+        writer = TranscriptWriter(transcript_path or paths.transcript)
+        if writer.next_seq == 0:
+            who = tuner.identity()
+            writer.append("header", HeaderData(
+                scripted=scripted, label=label, tuner_spec=tuner_spec, provider=who.provider, model=who.model,
+                base_url=who.base_url, task=t.id, task_brief=brief, budget=budget, seed=seed,
+                campaign_id=recorder.campaign_id, protocol_version=proto.version, protocol_sha256=proto.sha256,
+                max_output_tokens=proto.agent.max_output_tokens,
+                max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
+                tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now()))
+        replay = None
+        if parse_spec(tuner_spec).kind == "replay":
+            from atb_agent.replay import ReplayToolBox
+            from transcripts import ReplayCursor
+
+            recorded = read_transcript(parse_spec(tuner_spec).arg)
+            replay = ReplayCursor(recorded.model_calls())
+            toolbox = ReplayToolBox(toolbox, recorded.tool_calls())
+        env = TuningEnvironment(
+            campaign_id=recorder.campaign_id, task_id=t.id, task_brief=brief, budget=budget, seed=seed, toolbox=toolbox,
+            inbox=inbox, evaluator=svc.evaluator(t, store, proto), iterations=StoreIterationSink(recorder),
+            transcript=writer, checkpoint_path=checkpoint_path or paths.checkpoints,
+            max_output_tokens=proto.agent.max_output_tokens,
+            max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
+            model_timeout_s=proto.agent.model_timeout_s, replay=replay,
+            recorded_so_far=set(recorder.recorded()))
+        counts = tuner.run(env)
+        outcome = recorder.finish(detail={"transcript": str(writer.path), "model_calls": counts.model_calls,
+                                          "truncated_calls": counts.truncated_calls})
+        writer.append("end", EndData(status=outcome.status, iterations=counts.iterations, model_calls=counts.model_calls,
+                                     truncated_calls=counts.truncated_calls, truncated_fraction=outcome.truncated_fraction,
+                                     reason=outcome.reason))
+        return recorder.summary()
+    finally:
+        svc.close()
+        store.close()
+
+
+class HarnessServices:
+    """The real services: the harness's measurement session and ``evaluate_candidate``, and a sandbox
+    with the tools of ``tools.ToolBox``."""
+
+    def __init__(self, backend: str = "cpu", sandbox_backend: str = "auto") -> None:
+        self.backend = backend
+        self.sandbox_backend = sandbox_backend
+        self._session: Any = None
+        self._sandbox: Any = None
+
+    def open_session(self, store: Any, protocol: Any, resume_session_id: str | None) -> str:
+        """A new session, or for a resume the campaign's own session (the device must be unchanged:
+        ratios are only ever taken within one session on one device).
+
+        Raises:
+            CampaignError: the device's fingerprint differs from the resumed session's.
+        """
+        from harness.session import open_measurement_session
+
+        self._session = open_measurement_session(store, self.backend, protocol)  # type: ignore[arg-type]
+        if resume_session_id is not None:
+            stored = store.session(resume_session_id)["device_sha256"]
+            if stored != self._session.device_sha256:
+                raise CampaignError(f"session {resume_session_id} ran on another device fingerprint; a campaign "
+                                    "resumes only on the device it started on")
+            self._session.session_id = resume_session_id
+        return str(self._session.session_id)
+
+    def evaluator(self, task: Any, store: Any, protocol: Any) -> Evaluator:
+        from atb_agent.evaluation import HarnessEvaluator
+
+        if self._session is None:
+            raise CampaignError("open a measurement session before asking for an evaluator")
+        return HarnessEvaluator(task.id if task.kind == "native" else str(task.path), store, self._session, protocol)
+
+    def toolbox(self, task: Any, brief: str, submit: Callable[[dict[str, bytes]], dict[str, Any]]) -> ToolBoxLike:
+        """A fresh sandbox (one per run; Docker by default) with the tools on it.
+
+        Raises:
+            SandboxUnavailableError, ImageMissingError, SandboxError: from :func:`sandbox.open_sandbox`.
+        """
+        from atb_agent.evaluation import CANDIDATE_FILE
+        from sandbox import open_sandbox
+        from tools import TaskBrief, ToolBox
+
+        if self._sandbox is not None:
+            self._sandbox.close()
+        self._sandbox = open_sandbox(backend=self.sandbox_backend)  # type: ignore[arg-type]
+        return ToolBox(self._sandbox, TaskBrief(text=brief, task_id=task.id, candidate_file=CANDIDATE_FILE), submit)
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None

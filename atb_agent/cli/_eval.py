@@ -1,0 +1,84 @@
+"""``atb tasks`` and ``atb eval``: list the kernel tasks; evaluate one candidate against one task."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("tasks", help="list the native kernel tasks")
+    add_json(p)
+    p.set_defaults(handler=run_tasks)
+
+    e = sub.add_parser("eval", help="evaluate one candidate (defines ModelNew) against a task or KernelBench file")
+    e.add_argument("task", metavar="TASK_OR_FILE", help="a native task name (see `atb tasks`) or a KernelBench-format .py file")
+    e.add_argument("candidate", metavar="CANDIDATE", help="the candidate .py file (defines class ModelNew); "
+                   "'start' evaluates the task's own starting candidate")
+    e.add_argument("--device", choices=["cpu", "cuda", "mlx"], default="cpu", help="backend to measure on (default cpu)")
+    add_db(e)
+    add_json(e)
+    e.set_defaults(handler=run_eval)
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    from harness.tasks import native_tasks
+
+    rows = [{"id": t.id, "description": t.meta.description, "knobs": t.knob_space, "start": t.start_label,
+             "flops": t.meta.flops, "bytes": t.meta.bytes, "forbidden_ops": t.meta.forbidden_ops,
+             "path": str(t.path)} for t in native_tasks()]
+    human = "\n".join(f"{r['id']:<22} {r['description']}" for r in rows)
+    emit({"tasks": rows, "count": len(rows)}, args, human)
+    return EXIT_OK
+
+
+def _read_candidate(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"no candidate file at {path}; give a .py file that defines class ModelNew")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read the candidate {path} as UTF-8 text: {exc}") from exc
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    if args.device == "mlx":
+        raise BadInput("kernel evaluation on MLX is served by `atb retest --device mlx`; "
+                       "`atb eval` measures on cpu or cuda")
+    from harness.evaluate import evaluate_candidate
+    from harness.session import open_measurement_session
+    from harness.store import open_store
+    from harness.tasks import load_task
+    from protocol import load_protocol
+
+    task = load_task(args.task)
+    source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
+    proto = load_protocol()
+    store = open_store(args.db)
+    try:
+        progress(f"atb eval: opening a {args.device} measurement session")
+        with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}") as ctx:
+            progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
+            result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto)
+    finally:
+        store.close()
+    ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"
+    sp = f"{result.speedup:.3f}x" if result.speedup is not None else "n/a"
+    vs = f"{result.speedup_vs_start:.3f}x" if result.speedup_vs_start is not None else "n/a"
+    failed = [g for g in result.gates if not g.passed]
+    human = "\n".join([
+        f"verdict   {result.verdict}  ({result.reason})",
+        f"correct   {result.correct}",
+        f"speedup   {sp} vs {result.baseline_label}, 95% CI {ci}",
+        f"vs start  {vs} ({result.start_label}){'  STRAWMAN start' if result.strawman else ''}",
+        f"roofline  {result.roofline_fraction:.3f}" if result.roofline_fraction is not None else "roofline  n/a",
+        f"gates     {len(result.gates) - len(failed)}/{len(result.gates)} passed"
+        + "".join(f"\n  FAILED {g.name}: {g.detail}" for g in failed),
+        f"device    {result.device} ({result.device_sha256[:12]})",
+        f"verdict   id {result.verdict_id}; candidate {result.candidate_sha256[:12]}; protocol {result.protocol_sha256[:12]}",
+    ])
+    emit(result, args, human)
+    return EXIT_OK

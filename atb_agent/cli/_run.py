@@ -1,0 +1,277 @@
+"""``atb run``, ``atb compare``, ``atb report`` and ``atb ab``: tuning runs and their comparisons.
+
+``random`` is the harness's seeded random-search baseline; every other tuner spec goes through
+``atb_agent.campaign.run_campaign``. Both record through the harness's ``CampaignRecorder``, so
+``compare`` and ``report`` read every arm the same way, from the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from pathlib import Path
+from typing import Any
+
+from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="run a tuner on a task for a budget of iterations, recording every one")
+    p.add_argument("task", help="native task name (see `atb tasks`) or a task file")
+    p.add_argument("--tuner", required=True, help="random | openai:MODEL | anthropic:MODEL | replay:PATH | entry point")
+    p.add_argument("--budget", type=int, required=True, help="iterations (each ends with one harness verdict)")
+    p.add_argument("--seed", type=int, required=True, help="the tuner's seed (random search: its whole sequence)")
+    p.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="device to measure on")
+    p.add_argument("--resume", metavar="RUN", help="resume an unfinished run id instead of starting a new one")
+    add_db(p)
+    add_json(p)
+    p.set_defaults(handler=cmd_run)
+
+    c = sub.add_parser("compare", help="compare two runs: usable iterations, best speedup, noise, saturation")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    add_db(c)
+    add_json(c)
+    c.set_defaults(handler=cmd_compare)
+
+    r = sub.add_parser("report", help="write an HTML report with PNG plots for runs or an A/B registration")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="run ids, or a registration id for all its runs")
+    r.add_argument("--out", required=True, help="output folder (report.html, best_so_far.png, usability.png)")
+    add_db(r)
+    add_json(r)
+    r.set_defaults(handler=cmd_report)
+
+    a = sub.add_parser("ab", help="register a pre-registered A/B spec, run both arms, check delivery, decide")
+    a.add_argument("spec", help="A/B spec YAML (see protocol/preregistrations/)")
+    a.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    a.add_argument("--transcripts", default=None,
+                   help="folder searched for the arms' transcripts (default: next to the --db file)")
+    add_db(a)
+    add_json(a)
+    a.set_defaults(handler=cmd_ab)
+
+
+# ---------------------------------------------------------------------- run
+def _run_campaign_fn() -> Any:
+    """``atb_agent.campaign.run_campaign`` (or its re-export), or None when the LLM tuner is absent."""
+    import importlib
+
+    for module in ("atb_agent.campaign", "atb_agent"):
+        try:
+            fn = getattr(importlib.import_module(module), "run_campaign", None)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:      # the module exists but is broken: that is an internal error
+                raise
+            continue
+        if fn is not None:
+            return fn
+    return None
+
+
+def _campaign_id_of(result: Any) -> str:
+    for path in (("campaign_id",), ("run_id",), ("campaign", "id"), ("id",)):
+        obj = result
+        for name in path:
+            obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+        if isinstance(obj, str):
+            return obj
+    raise BadInput("the tuner finished but returned no run id; its campaign cannot be reported")
+
+
+def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend: str,
+              resume: str | None = None, preregistration_id: str | None = None, arm: str | None = None,
+              config: dict[str, Any] | None = None) -> str:
+    """Run one campaign with any tuner spec and return its run id (from the store).
+
+    Raises:
+        BadInput: a non-positive budget, a tuner the installation lacks, or an A/B arm whose tuner
+            cannot claim a registration.
+        NotFound: ``resume`` names no stored run.
+        HarnessError / AgentError: from the search or the tuner (exit 2 at the CLI).
+    """
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+
+    if budget <= 0:
+        raise BadInput(f"--budget must be a positive number of iterations, got {budget}")
+    protocol = load_protocol()
+    if tuner == "random":
+        from harness.campaigns import get_campaign
+        from harness.search import random_search_task
+
+        with SqliteStore(db) as store:
+            if resume is not None:
+                get_campaign(store, resume)      # NotFound (exit 2) rather than a new run under a mistyped id
+            summary = random_search_task(
+                task, store=store, protocol=protocol, budget=budget, seed=seed, backend=backend,  # type: ignore[arg-type]
+                campaign_id=resume, preregistration_id=preregistration_id, arm=arm,
+                on_iteration=lambda i, knobs, res: progress(
+                    f"[random seed {seed}] iteration {i + 1}/{budget} {knobs}: "
+                    f"{getattr(res, 'verdict', '?')} speedup {getattr(res, 'speedup', None)}"))
+        return summary.campaign.id
+    run_campaign = _run_campaign_fn()
+    if run_campaign is None:
+        raise BadInput(f"tuner {tuner!r} needs the LLM tuner (atb_agent.campaign.run_campaign), which this "
+                       "installation lacks; available tuners: random")
+    wanted: dict[str, Any] = {"task": task, "tuner_spec": tuner, "budget": budget, "seed": seed, "store_path": db,
+                              "backend": backend, "resume": resume,
+                              "preregistration_id": preregistration_id, "arm": arm, "config": config}
+    params = inspect.signature(run_campaign).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in wanted.items() if (k in params or takes_any) and v is not None}
+    for needed, value in (("preregistration_id", preregistration_id), ("arm", arm), ("config", config or None)):
+        if value is not None and needed not in kwargs:
+            raise BadInput(f"tuner {tuner!r} cannot take {needed} (run_campaign has no such parameter), so it "
+                           "cannot run an arm of a pre-registered A/B")
+    return _campaign_id_of(run_campaign(**kwargs))
+
+
+def _run_payload(db: str, run_id: str) -> dict[str, Any]:
+    from harness.campaigns import get_iterations, summarize
+    from harness.store import SqliteStore
+
+    with SqliteStore(db) as store:
+        s = summarize(store, run_id)
+        its = get_iterations(store, run_id)
+    return {
+        "run_id": run_id, "task": s.campaign.task_id, "tuner": s.campaign.tuner_spec, "seed": s.campaign.seed,
+        "budget": s.campaign.budget, "iterations_recorded": s.iterations_recorded,
+        "usable_iterations": s.usable_iterations, "best_speedup": s.best_speedup,
+        "best_ci": list(s.best_ci) if s.best_ci else None,
+        "best_iteration": None if s.best_iteration is None else s.best_iteration + 1,
+        "best_candidate_sha256": s.best_candidate_sha256, "unusable_reasons": s.unusable_reasons,
+        "candidate_sequence": [it.detail.get("candidate_sha256") or it.candidate_sha256 for it in its],
+        "knob_sequence": [it.detail.get("knobs") for it in its] if s.campaign.tuner_spec == "random" else None,
+        "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "cost_usd": s.cost_usd,
+        "truncated_fraction": s.truncated_fraction,
+        "outcome": s.outcome.status if s.outcome else "unfinished",
+        "outcome_reason": s.outcome.reason if s.outcome else "",
+        "device_sha256": s.campaign.device_sha256, "protocol_sha256": s.campaign.protocol_sha256,
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    run_id = run_tuner(task=args.task, tuner=args.tuner, budget=args.budget, seed=args.seed, db=args.db,
+                       backend=args.backend, resume=args.resume)
+    payload = _run_payload(args.db, run_id)
+    best = "none usable" if payload["best_speedup"] is None else (
+        f"{payload['best_speedup']:.3f}x [{payload['best_ci'][0]:.3f}, {payload['best_ci'][1]:.3f}] at iteration "
+        f"{payload['best_iteration']}")
+    emit(payload, args, f"run {run_id}: {payload['tuner']} on {payload['task']}, seed {payload['seed']}: "
+                        f"{payload['usable_iterations']}/{payload['budget']} usable iterations, best {best}; "
+                        f"outcome {payload['outcome']}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- compare
+def _compare_human(c: Any) -> str:
+    def arm(name: str, r: Any) -> str:
+        best = "none usable" if r.best_speedup is None else f"{r.best_speedup:.3f}x [{r.best_ci[0]:.3f}, {r.best_ci[1]:.3f}]"
+        reach = r.iterations_to_reach_other_best
+        return (f"  {name} {r.campaign_id} ({r.tuner_spec}, seed {r.seed}): {r.usable_iterations}/{r.budget} usable; "
+                f"best {best}; reached the other's best {'in ' + str(reach) + ' iterations' if reach else 'never'}")
+    names = {"a_better": f"{c.a.tuner_spec} (A) is better", "b_better": f"{c.b.tuner_spec} (B) is better",
+             "within_noise": "no difference beyond noise", "uninformative_saturated": "uninformative: task saturated",
+             "no_usable_result": "no usable result"}
+    return "\n".join([f"task {c.task_id}, budget {c.budget}, device {c.device_sha256[:12]}…, protocol "
+                      f"{c.protocol_sha256[:12]}…", arm("A", c.a), arm("B", c.b),
+                      f"verdict: {names[c.verdict]} — {c.explanation}"])
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.compare import compare_runs
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+
+    with SqliteStore(args.db) as store:
+        result = compare_runs(store, args.run_a, args.run_b, load_protocol())
+    emit(result, args, _compare_human(result))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- report
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.reports import build_report
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+
+    with SqliteStore(args.db) as store:
+        files = build_report(store, list(args.runs), Path(args.out), load_protocol())
+    emit(files, args, f"report written: {files.html} ({', '.join(files.pngs)})")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- ab
+def _transcript_for(store: Any, run: Any, search_dir: Path) -> Path | None:
+    """The transcript of ``run``: named in its config or outcome, else found by its header's campaign id."""
+    from transcripts import TranscriptError, read_transcript
+
+    from harness.campaigns import get_outcome
+
+    outcome = get_outcome(store, run.id)
+    for source in (run.config, outcome.detail if outcome else {}):
+        for key in ("transcript", "transcript_path"):
+            value = source.get(key)
+            if isinstance(value, str) and Path(value).is_file():
+                return Path(value)
+    if not search_dir.is_dir():
+        return None
+    for path in sorted(search_dir.rglob("*.jsonl")):
+        try:
+            if read_transcript(path).header.campaign_id == run.id:
+                return path
+        except (TranscriptError, ValueError, OSError):
+            continue
+    return None
+
+
+def _recording(store: Any, run: Any, search_dir: Path) -> Any:
+    from harness.prereg import recording_from_store
+    from transcripts import read_transcript, verify_transcript
+
+    path = _transcript_for(store, run, search_dir)
+    if path is None:
+        return recording_from_store(store, run, [], [])
+    verify_transcript(path)          # an edited transcript is refused (TranscriptTampered, exit 2)
+    calls = read_transcript(path).model_calls()
+    return recording_from_store(store, run, [c.request.body for c in calls], [c.response.body for c in calls])
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from harness.campaigns import get_outcome
+    from harness.prereg import (
+        check_treatment_delivery, claimed_runs, decide, load_spec, record_outcome, register,
+    )
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+
+    protocol = load_protocol()
+    spec = load_spec(args.spec)
+    with SqliteStore(args.db) as store:
+        reg = register(store, spec, protocol)      # refuses an edited spec under a registered id
+        existing = claimed_runs(store, reg)
+    progress(f"A/B {reg.id} registered with digest {reg.spec_sha256[:16]}… at {reg.created_at}")
+    for seed in spec.seeds:
+        for arm in (spec.control, spec.treatment):
+            with SqliteStore(args.db) as store:
+                mine = [r for r in existing if r.arm == arm.name and r.seed == seed]
+                done = bool(mine) and get_outcome(store, mine[0].id) is not None
+            if done:
+                progress(f"[{arm.name} seed {seed}] already run: {mine[0].id}")
+                continue
+            progress(f"[{arm.name} seed {seed}] running {arm.tuner} for {spec.budget} iterations")
+            run_tuner(task=spec.task, tuner=arm.tuner, budget=spec.budget, seed=seed, db=args.db,
+                      backend=args.backend, resume=mine[0].id if mine else None, preregistration_id=reg.id,
+                      arm=arm.name, config=arm.config or None)
+    search_dir = Path(args.transcripts) if args.transcripts else Path(args.db).resolve().parent
+    with SqliteStore(args.db) as store:
+        runs = claimed_runs(store, reg)
+        treat = [_recording(store, r, search_dir) for r in runs if r.arm == spec.treatment.name]
+        ctrl = [_recording(store, r, search_dir) for r in runs if r.arm == spec.control.name]
+        delivery = check_treatment_delivery(spec, treat, ctrl)
+        outcome = decide(store, reg, protocol, delivery)
+        report_id = record_outcome(store, outcome, protocol)
+    payload = {"registration_id": reg.id, "spec_sha256": reg.spec_sha256, "report_id": report_id,
+               **outcome.model_dump(mode="json")}
+    emit(payload, args, f"A/B {reg.id}: {outcome.status} — {outcome.explanation}")
+    return EXIT_OK

@@ -1,0 +1,134 @@
+"""What the graph's ``submit`` node hands submissions to, and where iterations are recorded.
+
+The graph never measures anything itself: an :class:`Evaluator` turns submitted workspace files into
+a :class:`VerdictSummary` (from the harness, or, when replaying with recorded measurement, from the
+transcript), and an :class:`IterationSink` stores each iteration exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The workspace file the harness measures: the tools' submit hands over the workspace, and this is the
+# candidate (KernelBench format, defines ModelNew) within it.
+CANDIDATE_FILE = "candidate.py"
+
+
+def file_hashes(files: dict[str, bytes]) -> dict[str, str]:
+    return {path: hashlib.sha256(data).hexdigest() for path, data in sorted(files.items())}
+
+
+class VerdictSummary(BaseModel):
+    """The harness's word on one submission, as the agent side sees it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: str = Field(description="accepted | rejected | quarantined | no_submission")
+    verdict_id: str | None = None
+    candidate_sha256: str | None = None
+    correct: bool = False
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    reason: str = ""
+    usable_ci: bool = False
+    built: bool = True
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    def for_model(self) -> str:
+        """The verdict as the model reads it in its next observation."""
+        if self.status == "no_submission":
+            return f"no candidate was measured: {self.reason}"
+        parts = [f"status: {self.status}", f"correct: {self.correct}"]
+        if self.speedup is not None:
+            ci = f" (95% CI {self.speedup_ci[0]:.3f}-{self.speedup_ci[1]:.3f})" if self.speedup_ci else ""
+            parts.append(f"speedup over the baseline: {self.speedup:.3f}x{ci}")
+        if self.reason:
+            parts.append(f"reason: {self.reason}")
+        return "; ".join(parts)
+
+
+class Evaluator(Protocol):
+    """Measures one submission. Must not raise for a bad candidate (that is a rejected verdict)."""
+
+    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary: ...
+
+
+class IterationUsageCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_calls: int = 0
+    truncated_calls: int = 0
+
+
+class IterationSink(Protocol):
+    """Stores iteration ``idx`` exactly once (idempotent for the same verdict: a resumed run)."""
+
+    def record(self, idx: int, verdict: VerdictSummary, usage: IterationUsageCounts,
+               detail: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class StoreIterationSink:
+    """Records through the harness's :class:`harness.campaigns.CampaignRecorder`."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+
+    def record(self, idx: int, verdict: VerdictSummary, usage: IterationUsageCounts,
+               detail: dict[str, Any]) -> dict[str, Any]:
+        from harness.campaigns import IterationUsage
+
+        row = self.recorder.record(
+            idx, verdict_id=verdict.verdict_id, candidate_sha256=verdict.candidate_sha256, built=verdict.built,
+            no_verdict_reason=verdict.reason if verdict.verdict_id is None else "",
+            usage=IterationUsage(**usage.model_dump()), detail=detail)
+        return {"idx": row.idx, "usable": row.usable, "unusable_reason": row.unusable_reason,
+                "verdict_id": row.verdict_id}
+
+
+class MemoryIterationSink:
+    """Keeps iterations in memory (replay compares them with the transcript; nothing is stored)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, dict[str, Any]] = {}
+
+    def record(self, idx: int, verdict: VerdictSummary, usage: IterationUsageCounts,
+               detail: dict[str, Any]) -> dict[str, Any]:
+        row = {"idx": idx, "verdict": verdict.model_dump(mode="json"), "usage": usage.model_dump()}
+        self.rows.setdefault(idx, row)
+        return self.rows[idx]
+
+
+class HarnessEvaluator:
+    """Measures the workspace's ``candidate.py`` with :func:`harness.evaluate.evaluate_candidate`, every
+    iteration in the campaign's one measurement session."""
+
+    def __init__(self, task: str, store: Any, session: Any, protocol: Any, candidate_file: str = CANDIDATE_FILE) -> None:
+        self.task = task
+        self.store = store
+        self.session = session
+        self.protocol = protocol
+        self.candidate_file = candidate_file
+
+    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary:
+        from harness.evaluate import evaluate_candidate
+
+        data = files.get(self.candidate_file)
+        if data is None:
+            return VerdictSummary(status="no_submission", built=True,
+                                  reason=f"the submitted workspace has no {self.candidate_file}")
+        try:
+            source = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return VerdictSummary(status="no_submission", built=False,
+                                  reason=f"{self.candidate_file} is not UTF-8 text")
+        result = evaluate_candidate(self.task, source, store=self.store, session=self.session, protocol=self.protocol)
+        ci = tuple(result.speedup_ci) if result.speedup_ci else None
+        return VerdictSummary(status=result.verdict, verdict_id=result.verdict_id,
+                              candidate_sha256=result.candidate_sha256, correct=bool(result.correct),
+                              speedup=result.speedup, speedup_ci=ci,  # type: ignore[arg-type]
+                              reason=result.reason or "", usable_ci=bool(result.usable_ci))

@@ -1,0 +1,329 @@
+"""Collecting the evidence of one evaluation from the measuring children.
+
+Phases, all driven from the harness's process over the workers' pipes:
+
+1. load: the reference worker loads the task; the candidate and start workers load the task and a
+   candidate file. Every model is built from ``get_init_inputs()`` under one ``torch.manual_seed``
+   (drawn per evaluation), so parameters match the reference's (KernelBench convention).
+2. correctness: ``correctness_trials`` fresh seeds, each under the task's own inputs and every
+   adversarial distribution of ``protocol.correctness`` the task allows; outputs are compared in
+   this process. A probe on which the reference itself is not finite says nothing and is recorded
+   as uninformative.
+3. timing: ``paired_seeds`` fresh seeds; at each, every arm makes the same rotating input buffers
+   and is calibrated, then the arms are timed in interleaved rounds (A B C, B C A, ...; CPU:
+   ``timing.cpu.interleave_rounds`` rounds of ``timed_reps / rounds`` repetitions; CUDA:
+   ``timing.cuda.min_reps`` rounds sharing the do_bench repetition count); the outputs
+   of ``timed_output_checks`` randomly chosen timed repetitions are compared with the reference.
+4. integrity: each worker reports whether the harness's bound functions are still intact.
+
+Seeds come from :mod:`secrets` (unpredictable to a candidate) and are all recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.correctness import compare_outputs, load_output
+from harness.evidence import (CallFacts, Comparison, IntegrityFacts, TimedFacts, TimedOutput, TensorMeta,
+                              WorkerFailure)
+from harness.runner import TASK_DISTRIBUTION, Worker, WorkerDied
+from harness.tasks import Task
+from harness.timing._clock import perf_counter_ns
+from protocol import Protocol
+
+SEED_BITS = 62
+ARMS = ("candidate", "baseline", "start")
+
+
+def draw_seed() -> int:
+    """One unpredictable seed (62 bits: fits SQLite's signed integers and torch.manual_seed)."""
+    return secrets.randbits(SEED_BITS)
+
+
+class ArmFailed(Exception):
+    """An arm's worker failed or raised; carries the WorkerFailure."""
+
+    def __init__(self, failure: WorkerFailure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+@dataclass
+class ArmTiming:
+    """One arm's timing at one paired seed, per interleaved round."""
+
+    facts: TimedFacts
+    rounds: list[list[float]]
+
+
+@dataclass
+class Collected:
+    """Everything the evaluation measured; ``Evidence`` is built from it."""
+
+    init_seed: int
+    correctness_seeds: list[int]
+    timing_seeds: list[int] = field(default_factory=list)
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_dtype: str = "float32"
+    candidate_calls: list[CallFacts] = field(default_factory=list)
+    reference_calls: list[CallFacts] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
+    timed: dict[str, list[ArmTiming]] = field(default_factory=lambda: {a: [] for a in ARMS})
+    candidate_integrity: IntegrityFacts = field(default_factory=IntegrityFacts)
+    baseline_integrity: IntegrityFacts = field(default_factory=IntegrityFacts)
+    failure: WorkerFailure | None = None
+    start_failure: WorkerFailure | None = None
+    method: str = ""
+    correct: bool = False
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+    def timed_facts(self, arm: str) -> list[TimedFacts]:
+        return [t.facts for t in self.timed[arm]]
+
+
+def _ask(worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+    """A command whose ``ok: false`` reply is the arm's failure."""
+    try:
+        reply = worker.request(cmd)
+    except WorkerDied as exc:
+        raise ArmFailed(exc.failure) from None
+    if not reply.get("ok", False):
+        kind = reply.get("failure_kind", "exception")
+        raise ArmFailed(WorkerFailure(role=worker.role, kind=kind if kind in (
+            "import_error", "exception", "crash", "timeout", "exit", "memory", "protocol") else "exception",
+            detail=f"{cmd.get('op')}: {str(reply.get('error', ''))[-1500:]}"))
+    return reply
+
+
+def _call_facts(reply: dict[str, Any]) -> CallFacts:
+    keep = {k: v for k, v in reply.items() if k in CallFacts.model_fields}
+    keep["outputs"] = [TensorMeta(**m) for m in reply.get("outputs", [])]
+    return CallFacts(**keep)
+
+
+class Collector:
+    """Runs the phases of one evaluation over three workers (see the module docstring)."""
+
+    def __init__(self, task: Task, protocol: Protocol, backend: str, workdir: Path,
+                 candidate: Worker, reference: Worker, start: Worker | None) -> None:
+        self.task, self.protocol, self.backend = task, protocol, backend
+        self.workdir = workdir
+        self.workers: dict[str, Worker | None] = {"candidate": candidate, "baseline": reference, "start": start}
+        self.out = Collected(init_seed=draw_seed(),
+                             correctness_seeds=[draw_seed() for _ in range(protocol.seeds.correctness_trials)])
+        self._n = 0
+
+    def _path(self, tag: str) -> str:
+        self._n += 1
+        return str(self.workdir / f"{tag}-{self._n}.pt")
+
+    # ------------------------------------------------------------------ phases
+    def run(self, candidate_path: Path, start_path: Path | None) -> Collected:
+        """All phases; a candidate or reference failure stops early and is recorded, never raised."""
+        try:
+            self._phase("load", lambda: self._load(candidate_path, start_path))
+            self._phase("correctness", self._correctness)
+            if self.out.correct:
+                self._phase("timing", self._timing)
+            self._phase("integrity", self._integrity)
+        except ArmFailed as exc:
+            self.out.failure = exc.failure
+            self._integrity_after_failure()
+        return self.out
+
+    def _phase(self, name: str, fn: Any) -> None:
+        t0 = perf_counter_ns()
+        try:
+            fn()
+        finally:
+            self.out.phase_s[name] = (perf_counter_ns() - t0) / 1e9
+
+    def _load(self, candidate_path: Path, start_path: Path | None) -> None:
+        base = {"task_path": str(self.task.path), "task_module": "atb_task_" + self.task.source_sha256[:12],
+                "init_seed": self.out.init_seed}
+        ref = self.workers["baseline"]
+        assert ref is not None
+        r = _ask(ref, {"op": "load", **base})
+        self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
+        self.out.output_bytes = int(r.get("output_bytes", 0))
+        cand = self.workers["candidate"]
+        assert cand is not None
+        _ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
+                    "candidate_module": "atb_candidate_" + candidate_path.stem[-12:]})
+        start = self.workers["start"]
+        if start is not None and start_path is not None:
+            try:
+                _ask(start, {"op": "load", **base, "candidate_path": str(start_path),
+                             "candidate_module": "atb_start_" + start_path.stem[-12:]})
+            except ArmFailed as exc:
+                self._drop_start(exc.failure)
+        else:
+            self.workers["start"] = None
+
+    def _drop_start(self, failure: WorkerFailure) -> None:
+        self.out.start_failure = failure
+        self.workers["start"] = None
+        self.out.timed["start"] = []
+
+    def distributions(self) -> list[str]:
+        allowed = self.task.meta.distributions
+        dists = [d for d in self.protocol.correctness.distributions if allowed is None or d in allowed]
+        return [TASK_DISTRIBUTION] + dists
+
+    def _compare(self, ref_path: str, cand_path: str, seed: int, dist: str, phase: str,
+                 ref_equals: list[int]) -> Comparison:
+        import torch
+
+        ref_out = load_output(ref_path)
+        refs = ref_out if isinstance(ref_out, tuple) else (ref_out,)
+        if any(isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isnan(t).any()) for t in refs):
+            return Comparison(seed=seed, distribution=dist, phase=phase, passed=True,  # type: ignore[arg-type]
+                              reason="uninformative: the reference output has NaN on this input",
+                              ref_equals_input=ref_equals)
+        check = compare_outputs(ref_out, load_output(cand_path), self.protocol, self.task.meta.tolerance)
+        return Comparison(seed=seed, distribution=dist, phase=phase, passed=check.passed,  # type: ignore[arg-type]
+                          reason=check.reason, max_abs_err=check.max_abs_err, rel_l2=check.rel_l2,
+                          ref_equals_input=ref_equals)
+
+    def _correctness(self) -> None:
+        ref, cand = self.workers["baseline"], self.workers["candidate"]
+        assert ref is not None and cand is not None
+        first = True
+        for seed in self.out.correctness_seeds:
+            for dist in self.distributions():
+                rp, cp = self._path("ref"), self._path("cand")
+                rr = _ask(ref, {"op": "call", "seed": seed, "distribution": dist, "save_path": rp})
+                self.out.reference_calls.append(_call_facts(rr))
+                try:
+                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "save_path": cp,
+                                       "record_ops": first})
+                except WorkerDied as exc:
+                    raise ArmFailed(exc.failure) from None
+                first = False
+                if not cr.get("ok", False) and "seed" not in cr:
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                                  detail=f"call: {cr.get('error', 'no reply')}"))
+                facts = _call_facts(cr)
+                self.out.candidate_calls.append(facts)
+                if not facts.ok:
+                    kind = cr.get("failure_kind", "exception")
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="memory" if kind == "memory" else "exception",
+                                                  detail=f"seed {seed} ({dist}): {facts.error}"))
+                self.out.comparisons.append(self._compare(rp, cp, seed, dist, "correctness",
+                                                          list(rr.get("equals_input", []))))
+        self.out.correct = all(c.passed for c in self.out.comparisons)
+
+    def _timing(self) -> None:
+        p = self.protocol
+        seeds = [draw_seed() for _ in range(p.seeds.paired_seeds)]
+        self.out.timing_seeds = seeds
+        n_buf = p.timing.cuda.rotating_buffers if self.out.input_bytes < p.timing.cuda.rotate_inputs_below_bytes else 1
+        checks = p.gates.timed_output_checks
+        capture_seed_idx = [k % len(seeds) for k in range(checks)]
+        for si, seed in enumerate(seeds):
+            self._time_seed(si, seed, n_buf, sum(1 for i in capture_seed_idx if i == si))
+        self._check_timed_outputs()
+
+    def _active_arms(self) -> list[str]:
+        return [a for a in ARMS if self.workers[a] is not None]
+
+    def _time_seed(self, si: int, seed: int, n_buf: int, n_capture: int) -> None:
+        prep: dict[str, dict[str, Any]] = {}
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                prep[arm] = _ask(w, {"op": "prepare", "seed": seed, "n_buffers": n_buf})
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+        rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
+                  if self.backend != "cuda" else self.protocol.timing.cuda.min_reps)
+        block = {a: max(1, math.ceil(int(prep[a]["reps"]) / rounds)) for a in prep}
+        total_c = block["candidate"] * rounds
+        capture = sorted({secrets.randbelow(total_c) for _ in range(n_capture)}) if n_capture else []
+        while n_capture and len(capture) < min(n_capture, total_c):
+            capture = sorted(set(capture) | {secrets.randbelow(total_c)})
+        acc: dict[str, dict[str, Any]] = {a: {"times": [], "rounds": [], "wall": 0.0, "timed": 0.0, "parent": 0.0,
+                                              "outs": [], "other": 0.0, "method": ""} for a in prep}
+        for r in range(rounds):
+            order = self._active_arms()
+            k = r % len(order)
+            for arm in order[k:] + order[:k]:
+                w = self.workers[arm]
+                if w is None:
+                    continue
+                cmd = {"op": "block", "reps": block[arm], "rep_offset": r * block[arm],
+                       "capture": capture if arm == "candidate" else [], "save_dir": str(self.workdir)}
+                t0 = perf_counter_ns()
+                try:
+                    rep = _ask(w, cmd)
+                except ArmFailed as exc:
+                    if arm != "start":
+                        raise
+                    self._drop_start(exc.failure)
+                    continue
+                a = acc[arm]
+                a["parent"] += perf_counter_ns() - t0
+                a["times"].extend(float(x) for x in rep["times_ns"])
+                a["rounds"].append([float(x) for x in rep["times_ns"]])
+                a["wall"] += float(rep["wall_ns"])
+                a["timed"] += float(rep["timed_total_ns"])
+                a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
+                a["outs"].extend(TimedOutput(**o) for o in rep["timed_outputs"])
+                a["method"] = str(rep["method"])
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                fin = _ask(w, {"op": "finish_seed"})
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+                continue
+            a = acc[arm]
+            facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
+                               parent_wall_ns=a["parent"], timed_outputs=a["outs"],
+                               input_hashes_before=list(prep[arm]["input_hashes_before"]),
+                               input_hashes_after=list(fin["input_hashes_after"]),
+                               threads_after=int(fin["threads_after"]), method=a["method"],
+                               other_threads_cpu_ns=a["other"])
+            self.out.timed[arm].append(ArmTiming(facts=facts, rounds=a["rounds"]))
+        self.out.method = acc["candidate"]["method"]
+
+    def _check_timed_outputs(self) -> None:
+        ref = self.workers["baseline"]
+        assert ref is not None
+        for t in self.out.timed_facts("candidate"):
+            for o in t.timed_outputs:
+                rp = self._path("ref-timed")
+                rr = _ask(ref, {"op": "call", "seed": o.input_seed, "distribution": TASK_DISTRIBUTION, "save_path": rp})
+                self.out.comparisons.append(self._compare(rp, o.output_path, o.input_seed, TASK_DISTRIBUTION,
+                                                          "timed", list(rr.get("equals_input", []))))
+
+    def _integrity_of(self, arm: str) -> IntegrityFacts:
+        w = self.workers[arm]
+        if w is None or not w.alive():
+            return IntegrityFacts(pid=w.pid if w is not None else 0)
+        r = _ask(w, {"op": "integrity"})
+        return IntegrityFacts(checks=dict(r["checks"]), pid=int(r["pid"]),
+                              candidate_modules_in_baseline=list(r["candidate_modules"]) if arm == "baseline" else [],
+                              audit_events=list(r.get("audit_events", [])))
+
+    def _integrity(self) -> None:
+        self.out.candidate_integrity = self._integrity_of("candidate")
+        self.out.baseline_integrity = self._integrity_of("baseline")
+
+    def _integrity_after_failure(self) -> None:
+        for arm, attr in (("candidate", "candidate_integrity"), ("baseline", "baseline_integrity")):
+            try:
+                setattr(self.out, attr, self._integrity_of(arm))
+            except ArmFailed:
+                pass

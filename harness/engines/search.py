@@ -1,0 +1,81 @@
+"""Engine tasks as a search problem: the flag space a tuner searches, and random search over it.
+
+The random-search baseline and the LLM tuner meet an engine task through the same three things as a
+kernel task: a space with ``sample(rng)`` / ``validate_config(config)`` (the task's
+:class:`~harness.engines.flags.FlagSpace`), ``render_candidate(config) -> text``, and an evaluation
+function of the candidate text that returns the harness's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.engines.evaluate import EngineEvalResult, evaluate_engine_candidate, render_candidate
+from harness.engines.flags import FlagSpace
+from harness.engines.session import HasSessionId, session_id_of
+from harness.engines.task import EngineTask, load_engine_task
+from harness.store import SqliteStore
+from protocol import Protocol
+
+
+def engine_search_space(task: str | Path | EngineTask) -> FlagSpace:
+    """The tunable flag space of an engine task (what random search samples, what a tuner may set)."""
+    t = task if isinstance(task, EngineTask) else load_engine_task(task)
+    return t.flag_space()
+
+
+def engine_evaluator(task: EngineTask, *, store: SqliteStore, session: HasSessionId | str, protocol: Protocol,
+                     progress: Callable[[str], None] | None = None) -> Callable[[str], EngineEvalResult]:
+    """``evaluate(config_text)`` bound to one task, store and session."""
+    def evaluate(text: str) -> EngineEvalResult:
+        return evaluate_engine_candidate(task, text, store=store, session=session, protocol=protocol,
+                                         progress=progress)
+    return evaluate
+
+
+def run_engine_random_search(task: str | Path | EngineTask, *, store: SqliteStore, protocol: Protocol,
+                             session: HasSessionId | str, budget: int, seed: int,
+                             campaign_id: str | None = None,
+                             on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None,
+                             progress: Callable[[str], None] | None = None) -> Any:
+    """Seeded random search over an engine task's flags through the campaign recorder; returns the
+    stored ``CampaignSummary`` (see :func:`harness.search.run_random_search` for what it raises)."""
+    from harness.search import run_random_search
+
+    t = task if isinstance(task, EngineTask) else load_engine_task(task)
+    return run_random_search(task_id=t.id, kind="engine", space=t.flag_space(), render=render_candidate,
+                             evaluate=engine_evaluator(t, store=store, session=session, protocol=protocol,
+                                                       progress=progress),
+                             store=store, protocol=protocol, session_id=session_id_of(session), budget=budget,
+                             seed=seed, campaign_id=campaign_id, on_iteration=on_iteration,
+                             config={"engine": t.engine, "task_sha256": t.sha256})
+
+
+# The workspace file an LLM tuner writes its flag configuration to (its `set_flags`-style submission).
+ENGINE_CANDIDATE_FILE = "flags.json"
+
+
+def engine_brief(task: str | Path | EngineTask) -> str:
+    """The task as a tuner reads it: engine, workload, each tunable flag with its range, the constraints,
+    and how to submit. No measured number appears here: the harness measures."""
+    import json
+
+    t = task if isinstance(task, EngineTask) else load_engine_task(task)
+    space = t.flag_space()
+    lines = [
+        f"Engine task {t.id}: tune the launch flags of {t.engine} for request throughput (requests/s).",
+        t.description.strip(),
+        f"Workload: {json.dumps(t.workload.model_dump(mode='json'), sort_keys=True)}.",
+        "Every candidate is measured against the same engine's default launch (no flags) in the same "
+        "session, on paired workload seeds; temperature-0 completions must match the default's.",
+        f"Submit a JSON object of flag -> value in {ENGINE_CANDIDATE_FILE}; flags left out keep the engine "
+        "default. Tunable flags:",
+    ]
+    for f in space.flags:
+        rng = f"{f.low:g}..{f.high:g}" if f.low is not None else ("|".join(f.choices) if f.choices else "true|false")
+        lines.append(f"- {f.name} ({f.type}, {rng}; engine default {f.default}): {f.help}")
+    for c in space.constraints:
+        lines.append(f"- constraint: {json.dumps(c.model_dump(), sort_keys=True)}")
+    return "\n".join(lines)

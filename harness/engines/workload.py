@@ -1,0 +1,94 @@
+"""The seeded serving workload: which prompts, how long the outputs, and when each request is sent.
+
+A workload is a pure function of (spec, seed): the same pair always gives the same requests at the same
+offsets, so default and candidate configurations see identical traffic at each paired seed. Prompts are
+sequences of words from :data:`WORDS` (each one token in the tiny model's vocabulary, and ordinary
+English for a real model); ``shared_prefix_words`` puts one seeded prefix in front of every prompt of a
+workload so prefix caching and n-gram speculation have something to find.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+WORDS: tuple[str, ...] = tuple(dict.fromkeys("""
+the of and to in is was that for on with as by at from it his an be are this which or had her not but
+have one were all their they has been more its also new first two after who other time only over such
+when can into most some these year would she him made them than then there many where up out about later
+between during under three world state city used part known may both while well each school including
+early through since before being became same people high name family found any system until work second
+war took life several because house four through group member area team film season water small large
+number music since body book story light road river field power place point order game line hand head
+side word view form land town model end mind open color bird tree stone sound cloud fire wind rain snow
+green blue black white red gold silver quiet bright dark warm cold long short old young fast slow round
+""".split()))
+
+
+class WorkloadSpec(BaseModel):
+    """The shape of a task's traffic. The request count comes from the protocol, not from here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_words_min: int = Field(ge=1)
+    prompt_words_max: int = Field(ge=1)
+    output_tokens_min: int = Field(ge=1)
+    output_tokens_max: int = Field(ge=1)
+    arrival: Literal["all_at_once", "poisson", "fixed_concurrency"] = "all_at_once"
+    rate_per_s: float | None = Field(default=None, gt=0, description="Poisson arrival rate")
+    concurrency: int | None = Field(default=None, ge=1, description="requests in flight (fixed_concurrency)")
+    shared_prefix_words: int = Field(default=0, ge=0)
+    ignore_eos: bool = Field(default=True, description="generate exactly max_tokens (the usual benchmark "
+                                                       "convention; a random model's EOS is noise)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorkloadSpec":
+        if self.prompt_words_min > self.prompt_words_max or self.output_tokens_min > self.output_tokens_max:
+            raise ValueError("workload: each *_min must not exceed its *_max")
+        if self.arrival == "poisson" and self.rate_per_s is None:
+            raise ValueError("workload: Poisson arrival needs rate_per_s")
+        if self.arrival == "fixed_concurrency" and self.concurrency is None:
+            raise ValueError("workload: fixed_concurrency arrival needs concurrency")
+        return self
+
+
+class RequestSpec(BaseModel):
+    """One request of a workload: what to send and when (seconds after the workload starts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    prompt: str
+    max_tokens: int
+    send_at_s: float = Field(ge=0)
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int
+    spec: WorkloadSpec
+    requests: list[RequestSpec] = Field(min_length=1)
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def make_workload(spec: WorkloadSpec, seed: int, n_requests: int) -> Workload:
+    """The ``n_requests`` requests of ``spec`` at ``seed``: deterministic in (spec, seed, n_requests)."""
+    rng = random.Random(f"atb-workload:{seed}")
+    prefix = _words(rng, spec.shared_prefix_words) + " " if spec.shared_prefix_words else ""
+    t = 0.0
+    out: list[RequestSpec] = []
+    for i in range(n_requests):
+        if spec.arrival == "poisson" and i > 0:
+            assert spec.rate_per_s is not None
+            t += rng.expovariate(spec.rate_per_s)
+        n_words = rng.randint(spec.prompt_words_min, spec.prompt_words_max)
+        out.append(RequestSpec(index=i, prompt=prefix + _words(rng, n_words),
+                               max_tokens=rng.randint(spec.output_tokens_min, spec.output_tokens_max),
+                               send_at_s=round(t, 6)))
+    return Workload(seed=seed, spec=spec, requests=out)

@@ -1,0 +1,241 @@
+"""``evaluate_candidate``: one candidate against its task's honest baseline, start to verdict.
+
+The headline speedup is always against PyTorch eager of the task's reference (``eager-reference``),
+timed interleaved with the candidate at the same seeds in the same session; the speedup over the
+search's actual starting candidate is reported beside it, and a start materially slower than eager
+(``protocol.gates.strawman_ratio``) is flagged as a strawman. Every verdict, including a rejection,
+is ingested through the store with its measurement sets. A candidate that crashes, hangs, exits or
+raises gives a rejected result, never an exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.collect import Collected, Collector
+from harness.device import roofline_fraction
+from harness.errors import CandidateError, IncomparableError
+from harness.evidence import Evidence
+from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus, sha256_text
+from harness.session import MeasurementContext
+from harness.stats import RatioEstimate, median, median_ratio_ci, paired_ratios
+from harness.store import SqliteStore
+from harness.tasks import Task, load_task
+from protocol import Protocol
+
+BASELINE_LABEL = "eager-reference"
+
+
+class EvalResult(BaseModel):
+    """What ``atb eval`` prints. ``speedup`` is baseline time / candidate time against eager."""
+
+    model_config = ConfigDict(frozen=True)
+    verdict: VerdictStatus
+    correct: bool
+    gates: list[GateResult]
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    speedup_vs_start: float | None = None
+    speedup_vs_start_ci: tuple[float, float] | None = None
+    strawman: bool = False
+    start_over_eager: float | None = None
+    roofline_fraction: float | None = None
+    device: str
+    device_sha256: str
+    seeds: list[int] = Field(default_factory=list)
+    correctness_seeds: list[int] = Field(default_factory=list)
+    init_seed: int = 0
+    protocol_sha256: str
+    candidate_sha256: str
+    verdict_id: str
+    reason: str = ""
+    usable_ci: bool = False
+    task_id: str
+    baseline_label: str = BASELINE_LABEL
+    start_label: str = ""
+    timing_method: str = ""
+    candidate_median_ns: float | None = None
+    baseline_median_ns: float | None = None
+    phase_s: dict[str, float] = Field(default_factory=dict)
+    evidence: Evidence | None = Field(default=None, exclude=True)
+
+
+# ---------------------------------------------------------------------------------------- gates
+def run_gates_fail_closed(evidence: Evidence, protocol: Protocol) -> list[GateResult]:
+    """The gates helper's ``harness.gates.run_gates``; a missing or broken module fails closed."""
+    try:
+        gates_mod = importlib.import_module("harness.gates")
+    except ImportError as exc:
+        return [GateResult(name="gates_unavailable", passed=False,
+                           detail=f"harness.gates could not be imported ({exc}); no verdict can be accepted")]
+    try:
+        results = list(gates_mod.run_gates(evidence, protocol))
+    except Exception as exc:  # noqa: BLE001 - a broken gate module must not accept anything
+        return [GateResult(name="gates_error", passed=False, detail=f"run_gates raised {type(exc).__name__}: {exc}")]
+    return results or [GateResult(name="gates_empty", passed=False, detail="run_gates returned no results")]
+
+
+def decide(gates: list[GateResult], evidence: Evidence, protocol: Protocol) -> tuple[VerdictStatus, str]:
+    """Accepted, rejected or quarantined, with the reason: the gates module's ``decide_status`` when
+    it exists (it owns the anomaly/quarantine rule), else reject anything not fully clean."""
+    try:
+        gates_mod = importlib.import_module("harness.gates")
+        decide_status = gates_mod.decide_status
+    except (ImportError, AttributeError):
+        decide_status = None
+    if decide_status is not None:
+        status, reason = decide_status(gates, evidence, protocol)
+        return status, reason
+    if evidence.failure is not None:
+        f = evidence.failure
+        return "rejected", f"{f.role} {f.kind}: {f.detail}"
+    failed = [g for g in gates if not g.passed]
+    if failed:
+        return "rejected", "; ".join(f"gate {g.name} failed: {g.detail}" for g in failed)
+    return "rejected", "no gates module decided this verdict (fail closed)"
+
+
+# ---------------------------------------------------------------------------------------- numbers
+def _round_ratios(col: Collected, num_arm: str, den_arm: str) -> list[float]:
+    """num/den per (seed, round): medians of each arm's block in that round, paired by position."""
+    out: list[float] = []
+    by_seed = {t.facts.seed: t for t in col.timed[den_arm]}
+    for nt in col.timed[num_arm]:
+        dt = by_seed.get(nt.facts.seed)
+        if dt is None:
+            continue
+        for nb, db in zip(nt.rounds, dt.rounds):
+            out.extend(paired_ratios([median(nb)], [median(db)]))
+    return out
+
+
+def _estimate(col: Collected, num: str, den: str, protocol: Protocol) -> RatioEstimate | None:
+    ratios = _round_ratios(col, num, den)
+    return median_ratio_ci(ratios, protocol) if ratios else None
+
+
+def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id: str, subject: str) -> MeasurementSet:
+    name = "candidate" if arm == "candidate" else "baseline"
+    return MeasurementSet(session_id=ctx.session_id, device_sha256=ctx.device_sha256, protocol=ctx.protocol.ref(),
+                          task_id=task_id, subject_sha256=subject, arm=name,  # type: ignore[arg-type]
+                          samples=[MeasurementSample(seed=t.seed, values=t.times_ns) for t in col.timed_facts(arm)])
+
+
+# ---------------------------------------------------------------------------------------- evaluate
+def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store: SqliteStore,
+                       session: MeasurementContext, protocol: Protocol | None = None) -> EvalResult:
+    """Measure one candidate against the task's eager reference and starting candidate.
+
+    Raises:
+        TaskError: the task name or file is unknown or malformed.
+        CandidateError: the candidate source is larger than ``limits.candidate_source_max_bytes``.
+        IncomparableError: ``protocol`` is not the session's protocol, or ``store`` is not the
+            session's store (a ratio across sessions is refused).
+    """
+    proto = protocol or session.protocol
+    if proto.sha256 != session.protocol.sha256:
+        raise IncomparableError("the protocol given differs from the measurement session's; open a new session")
+    if Path(store.path).resolve() != Path(session.store.path).resolve():
+        raise IncomparableError(f"the session {session.session_id} belongs to {session.store.path}, not {store.path}")
+    t = task if isinstance(task, Task) else load_task(task)
+    size = len(candidate_source.encode("utf-8"))
+    if size > proto.limits.candidate_source_max_bytes:
+        raise CandidateError(f"the candidate is {size} bytes; the protocol allows at most "
+                             f"{proto.limits.candidate_source_max_bytes} (limits.candidate_source_max_bytes)")
+    ref = proto.ref()
+    cand_sha = store.add_candidate(candidate_source, "kernel", ref)
+    store.add_task(t.id, "kernel", t.source_sha256, t.meta.model_dump(mode="json", exclude={"template"}), ref)
+    start_src = t.start_source()
+    start_sha = sha256_text(start_src)
+
+    evdir = session.workdir / f"eval-{cand_sha[:12]}-{len(list(session.workdir.glob('eval-*')))}"
+    evdir.mkdir(parents=True)
+    cand_path = evdir / f"atb_candidate_{cand_sha[:12]}.py"
+    cand_path.write_text(candidate_source, encoding="utf-8")
+    start_path = evdir / f"atb_start_{start_sha[:12]}.py"
+    start_path.write_text(start_src, encoding="utf-8")
+
+    cand_worker = session.take_candidate_worker()
+    try:
+        collector = Collector(t, proto, session.backend, evdir, cand_worker, session.reference_worker(),
+                              session.start_worker())
+        col = collector.run(cand_path, start_path)
+    finally:
+        cand_worker.close()
+        session.prespawn_candidate_worker()
+
+    speed = _estimate(col, "baseline", "candidate", proto) if col.failure is None else None
+    vs_start = _estimate(col, "start", "candidate", proto) if col.failure is None else None
+    start_over_eager = _estimate(col, "start", "baseline", proto) if col.failure is None else None
+    cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
+    base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
+    cand_med = median(cand_times) if cand_times else None
+    task_bytes: float | None
+    if t.meta.bytes == "io":
+        task_bytes = float(col.input_bytes + col.output_bytes) if col.output_bytes else None
+    else:
+        task_bytes = t.meta.bytes
+    evidence = Evidence(
+        task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
+        reference_pid=session.reference_worker().pid,
+        candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
+        candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
+        start_timed=col.timed_facts("start"),
+        candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
+        failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
+        ci_high=speed.ci_high if speed else None, candidate_median_ns=cand_med, ceilings=session.ceilings,
+        task_bytes=task_bytes, task_flops=t.meta.flops, forbidden_ops=list(t.meta.forbidden_ops),
+        candidate_source=candidate_source, input_dtype=col.input_dtype)
+    gates = run_gates_fail_closed(evidence, proto)
+    status, reason = decide(gates, evidence, proto)
+    correct = col.failure is None and col.correct and all(
+        c.passed for c in col.comparisons if c.phase == "correctness")
+    if status == "accepted" and not correct:
+        status, reason = "rejected", "incorrect output"
+
+    roof = roofline_fraction(task_bytes, t.meta.flops, session.ceilings, cand_med)
+    strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
+    detail: dict[str, Any] = {
+        "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
+        "distributions": sorted({c.distribution for c in col.comparisons}),
+        "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
+        "speedup_vs_start": vs_start.model_dump() if vs_start else None,
+        "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
+        "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": t.meta.flops,
+        "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
+        "failure": col.failure.model_dump() if col.failure else None,
+        "start_failure": col.start_failure.model_dump() if col.start_failure else None,
+        "n_pairs": speed.n_pairs if speed else 0,
+        "phase_s": col.phase_s,
+    }
+    cset = bset = None
+    if speed is not None:
+        cset = _measurement_set(session, col, "candidate", t.id, cand_sha)
+        bset = _measurement_set(session, col, "baseline", t.id, t.source_sha256)
+    verdict = Verdict(session_id=session.session_id, device_sha256=session.device_sha256, protocol=ref,
+                      task_id=t.id, candidate_sha256=cand_sha, baseline_sha256=t.source_sha256,
+                      baseline_label=BASELINE_LABEL, status=status, correct=correct,
+                      reason=reason if status != "accepted" or reason else "all gates passed",
+                      ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
+                      ci_high=speed.ci_high if speed else None, seeds=col.timing_seeds,
+                      candidate_set_id=cset.id if cset else None, baseline_set_id=bset.id if bset else None,
+                      gates=gates, detail=detail)
+    store.add_verdict(verdict, cset, bset)
+    usable = bool(speed is not None and status == "accepted"
+                  and speed.ci_relative_halfwidth <= proto.usability.ci_relative_halfwidth_max)
+    return EvalResult(
+        verdict=status, correct=correct, gates=gates, speedup=speed.ratio if speed else None,
+        speedup_ci=(speed.ci_low, speed.ci_high) if speed else None,
+        speedup_vs_start=vs_start.ratio if vs_start else None,
+        speedup_vs_start_ci=(vs_start.ci_low, vs_start.ci_high) if vs_start else None,
+        strawman=strawman, start_over_eager=start_over_eager.ratio if start_over_eager else None,
+        roofline_fraction=roof, device=session.fingerprint.summary(), device_sha256=session.device_sha256,
+        seeds=col.timing_seeds, correctness_seeds=col.correctness_seeds, init_seed=col.init_seed,
+        protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=verdict.id, reason=verdict.reason,
+        usable_ci=usable, task_id=t.id, start_label=t.start_label, timing_method=col.method,
+        candidate_median_ns=cand_med, baseline_median_ns=detail["baseline_median_ns"], phase_s=col.phase_s,
+        evidence=evidence)

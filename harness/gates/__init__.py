@@ -1,0 +1,21 @@
+"""Anti-cheat gates: pure functions of the evidence, run in the harness's process, failing closed.
+
+Public API::
+
+    run_gates(evidence, protocol) -> list[GateResult]        # every registered gate; errors fail
+    decide_status(gates, evidence, protocol) -> (status, reason)
+    is_correct(evidence) -> (bool, reason)
+    gate_names() -> list[str]
+
+Each gate lives in its own module (``harness.gates.escape``, ...) with a ``NAME`` and a gate object.
+"""
+
+from harness.gates._base import FunctionGate, Gate, gate
+from harness.gates._decide import decide_status, is_correct
+from harness.gates._registry import BUILTIN_GATES, GateRegistryError, gate_names, registered_gates, run_gates
+from harness.gates._source import SourceScan, scan_source
+
+__all__ = [
+    "BUILTIN_GATES", "FunctionGate", "Gate", "GateRegistryError", "SourceScan", "decide_status", "gate",
+    "gate_names", "is_correct", "registered_gates", "run_gates", "scan_source",
+]

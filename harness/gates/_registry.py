@@ -1,0 +1,88 @@
+"""The gate registry and the one function that runs every gate, failing closed.
+
+Built-in gates are listed here in a fixed order (their names are stored with every verdict). Further
+gates can be added by installing a package with an entry point in group ``autotunebench.gates`` whose
+object is a :class:`harness.gates.Gate`; an added gate can only make verdicts stricter, since every
+gate must pass for acceptance. A plug-in cannot replace a built-in gate: a name clash is an error.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.metadata import entry_points
+
+from harness.errors import HarnessError
+from harness.evidence import Evidence
+from harness.gates._base import Gate
+from harness.gates.aliasing import aliasing_gate
+from harness.gates.anomaly import anomaly_gate
+from harness.gates.escape import escape_gate
+from harness.gates.mutation import mutation_gate
+from harness.gates.physical import physical_gate
+from harness.gates.precision import precision_gate
+from harness.gates.sabotage import sabotage_gate
+from harness.gates.scavenging import scavenging_gate
+from harness.gates.shortcuts import shortcuts_gate
+from harness.gates.stale import stale_gate
+from harness.gates.tampering import tampering_gate
+from harness.records import GateResult
+from protocol import Protocol
+
+ENTRY_POINT_GROUP = "autotunebench.gates"
+
+BUILTIN_GATES: tuple[Gate, ...] = (
+    anomaly_gate, aliasing_gate, mutation_gate, stale_gate, escape_gate, tampering_gate, sabotage_gate,
+    scavenging_gate, physical_gate, shortcuts_gate, precision_gate,
+)
+
+
+class GateRegistryError(HarnessError):
+    """A plug-in gate is malformed or reuses a built-in gate's name; uninstall or rename it."""
+
+
+@lru_cache(maxsize=1)
+def registered_gates() -> tuple[Gate, ...]:
+    """The built-in gates followed by any installed plug-in gates.
+
+    Raises:
+        GateRegistryError: a plug-in is not a Gate, or its name clashes with another gate's.
+    """
+    gates = list(BUILTIN_GATES)
+    names = {g.name for g in gates}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if not isinstance(obj, Gate) or not isinstance(getattr(obj, "name", None), str):
+            raise GateRegistryError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a Gate "
+                                    "(it needs a str `name` and `__call__(evidence, protocol)`)")
+        if obj.name in names:
+            raise GateRegistryError(f"plug-in gate {ep.value!r} reuses the gate name {obj.name!r}; rename it")
+        names.add(obj.name)
+        gates.append(obj)
+    return tuple(gates)
+
+
+def gate_names() -> list[str]:
+    """Names of every gate run_gates runs, in order."""
+    return [g.name for g in registered_gates()]
+
+
+def run_gates(evidence: Evidence, protocol: Protocol, gates: tuple[Gate, ...] | None = None) -> list[GateResult]:
+    """Run every gate on the evidence. A gate that raises is a failed gate whose detail is the exception.
+
+    Never raises for a gate's failure: fail closed means an error can only turn a pass into a fail.
+    A gate that returns something other than a GateResult, or one with another gate's name, also fails.
+    """
+    results: list[GateResult] = []
+    for g in gates if gates is not None else registered_gates():
+        name = getattr(g, "name", None) or type(g).__name__
+        try:
+            r = g(evidence, protocol)
+            if not isinstance(r, GateResult) or r.name != name:
+                r = GateResult(name=name, passed=False,
+                               detail=f"gate returned {type(r).__name__} named {getattr(r, 'name', None)!r}, "
+                                      "not its own GateResult: counted as failed")
+        except Exception as exc:  # noqa: BLE001 - fail closed on anything a gate raises
+            r = GateResult(name=name, passed=False,
+                           detail=f"gate raised {type(exc).__name__}: {exc} (a gate that errors fails closed)")
+        results.append(r)
+    return results

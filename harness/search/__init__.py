@@ -1,0 +1,13 @@
+"""The seeded random-search baseline: a tuner like any other, over a declared knob space."""
+
+from harness.search._random import RandomSearch, SearchSpace
+from harness.search._run import TUNER_SPEC, run_random_search
+from harness.search._task import random_search_task
+from harness.search._space import (
+    BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, KnobValue, LessEqual,
+)
+
+__all__ = [
+    "TUNER_SPEC", "BoolKnob", "CategoricalKnob", "Forbidden", "Implies", "IntKnob", "KnobSpace",
+    "KnobSpaceError", "KnobValue", "LessEqual", "RandomSearch", "SearchSpace", "random_search_task", "run_random_search",
+]

@@ -1,0 +1,172 @@
+"""A measurement session: one device fingerprint, one protocol, ceilings, and long-lived workers.
+
+Ratios are only ever formed within one session (the store refuses others). The session keeps the
+reference worker and the start worker alive between evaluations (they never import candidate
+code other than the harness-authored start candidate, which lives in its own process), and keeps one
+fresh, never-used candidate worker spawned ahead of time so that ``import torch`` in a new child is
+off the critical path of the next evaluation. Each candidate worker serves exactly one evaluation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.device import available, ceilings_from_facts, fingerprint_from_facts
+from harness.errors import DeviceUnavailableError, HarnessError
+from harness.records import Backend, DeviceCeilings, DeviceFingerprint
+from harness.runner import Role, Worker, WorkerDied
+from harness.store import SqliteStore
+from protocol import Protocol, load_protocol
+
+
+def worker_config(backend: Backend, protocol: Protocol) -> dict[str, Any]:
+    """What every measuring child is started with, all from the protocol.
+
+    RLIMIT_AS is not applied on CUDA: the CUDA runtime reserves far more virtual address space than
+    any limit that would still bound host memory, so the limit would only break CUDA's start.
+    """
+    limits = protocol.limits
+    return {
+        "backend": backend,
+        "threads": protocol.timing.cpu.threads,
+        "allow_tf32": protocol.correctness.allow_tf32,
+        "memory_bytes": 0 if backend == "cuda" else limits.candidate_memory_mb << 20,
+        "large": protocol.correctness.large_magnitude,
+        "cpu": protocol.timing.cpu.model_dump(),
+        "cuda": protocol.timing.cuda.model_dump(),
+        "ceilings": protocol.timing.ceilings.model_dump(),
+    }
+
+
+class MeasurementContext:
+    """Everything an evaluation needs that outlives it: store session, fingerprint, ceilings, workers.
+
+    Use as a context manager, or call :meth:`close`, to stop the workers.
+    """
+
+    def __init__(self, store: SqliteStore, backend: Backend, protocol: Protocol, session_id: str,
+                 fingerprint: DeviceFingerprint, ceilings: DeviceCeilings | None, workdir: Path,
+                 reference: Worker) -> None:
+        self.store = store
+        self.backend: Backend = backend
+        self.protocol = protocol
+        self.session_id = session_id
+        self.fingerprint = fingerprint
+        self.ceilings = ceilings
+        self.workdir = workdir
+        self.config = worker_config(backend, protocol)
+        self._reference: Worker | None = reference
+        self._start: Worker | None = None
+        self._spare: Worker | None = None
+        self.closed = False
+
+    @property
+    def device_sha256(self) -> str:
+        return self.fingerprint.sha256
+
+    def _new(self, role: Role) -> Worker:
+        timeout = (self.protocol.limits.reference_timeout_s if role == "reference"
+                   else self.protocol.limits.candidate_timeout_s)
+        return Worker(role, self.config, self.workdir, timeout).start()
+
+    def reference_worker(self) -> Worker:
+        """The session's reference worker, restarted if an earlier evaluation lost it."""
+        if self._reference is None or not self._reference.alive():
+            if self._reference is not None:
+                self._reference.close()
+            self._reference = self._new("reference")
+        return self._reference
+
+    def start_worker(self) -> Worker:
+        """The session's worker for harness-authored starting candidates."""
+        if self._start is None or not self._start.alive():
+            if self._start is not None:
+                self._start.close()
+            self._start = self._new("start")
+        return self._start
+
+    def take_candidate_worker(self) -> Worker:
+        """A fresh candidate worker: the pre-spawned spare if it is alive, else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.proc is not None and spare.proc.poll() is None:
+            return spare
+        if spare is not None:
+            spare.close()
+        return self._new("candidate")
+
+    def prespawn_candidate_worker(self) -> None:
+        """Start the next evaluation's candidate worker now, after a measurement (so its start-up
+        does not compete with timing for the cores)."""
+        if self._spare is None and not self.closed:
+            self._spare = self._new("candidate")
+
+    def close(self) -> None:
+        """Stop every worker and remove the session's scratch directory."""
+        for w in (self._reference, self._start, self._spare):
+            if w is not None:
+                w.close()
+        self._reference = self._start = self._spare = None
+        if not self.closed:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self.closed = True
+
+    def __enter__(self) -> "MeasurementContext":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Protocol | None = None,
+                             note: str = "") -> MeasurementContext:
+    """Start the reference worker, fingerprint the device, open a store session, get ceilings.
+
+    Ceilings are read from the store's cache for this device fingerprint when present (and recorded
+    again for the new session); otherwise they are measured in the reference worker and stored.
+
+    Raises:
+        DeviceUnavailableError: ``backend`` cannot run here (no CUDA device; MLX is ``atb retest``'s).
+        HarnessError: the reference worker could not start or fingerprint the device.
+    """
+    proto = protocol or load_protocol()
+    ok, why = available(backend)
+    if not ok:
+        raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+    ref = store.register_protocol(proto)
+    workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
+    config = worker_config(backend, proto)
+    reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
+    try:
+        import torch  # noqa: F401 - the parent compares outputs with torch: import it while the child starts
+
+        facts = reference.request({"op": "fingerprint"})
+        if not facts.get("ok"):
+            raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
+        fp = fingerprint_from_facts(facts)
+        session_id = store.open_session(fp, ref, note=note)
+        ceilings = store.ceilings_for_device(fp.sha256)
+        if ceilings is None:
+            cf = reference.request({"op": "ceilings"})
+            if not cf.get("ok"):
+                raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
+            ceilings = ceilings_from_facts(cf)
+        else:
+            ceilings = DeviceCeilings(bytes_per_s=ceilings.bytes_per_s, flops_per_s=ceilings.flops_per_s,
+                                      method=ceilings.method if ceilings.method.startswith("cached")
+                                      else f"cached: {ceilings.method}")
+        store.add_ceilings(session_id, ceilings, ref)
+    except WorkerDied as exc:
+        reference.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise HarnessError(f"the {backend} reference worker failed to start: {exc.failure.detail}") from exc
+    except BaseException:
+        reference.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference)
+    ctx.prespawn_candidate_worker()
+    ctx.start_worker()
+    return ctx

@@ -1,0 +1,1 @@
+"""Timing: the bound clock, CPU and CUDA timers (used inside measuring children), interleaving."""

@@ -1,0 +1,56 @@
+"""CPU timing: ``perf_counter_ns`` (bound before candidate import), warm-up, inner-loop batching.
+
+A repetition shorter than ``min_timed_ns`` is repeated in an inner loop until it reaches that length,
+so timer resolution and call overhead do not dominate tiny kernels; the reported time is per call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from harness.timing._block import BlockTiming
+from harness.timing._clock import perf_counter_ns as _now
+
+
+def calibrate_inner_loop(call: Callable[[], Any], warmup_reps: int, min_timed_ns: int) -> tuple[int, float]:
+    """Warm ``call`` up and return (inner loop length, estimated ns per call).
+
+    The estimate is the fastest of three calls after warm-up, so a one-off stall does not shrink
+    the loop; the loop length makes one repetition last at least ``min_timed_ns``.
+    """
+    for _ in range(warmup_reps):
+        call()
+    best = math.inf
+    for _ in range(3):
+        t0 = _now()
+        call()
+        best = min(best, float(_now() - t0))
+    best = max(best, 1.0)
+    return max(1, math.ceil(min_timed_ns / best)), best
+
+
+def time_block(call_rep: Callable[[int], Any], reps: int, inner: int, capture: set[int]) -> BlockTiming:
+    """Time ``reps`` repetitions of ``call_rep(rep)``, each an inner loop of ``inner`` calls.
+
+    ``call_rep(rep)`` runs the model on the rotating input buffer for that repetition and returns its
+    output; the output of the last call of each repetition in ``capture`` is kept for checking.
+    """
+    times: list[float] = []
+    captured: dict[int, Any] = {}
+    timed_total = 0
+    start = _now()
+    for rep in range(reps):
+        out = None
+        t0 = _now()
+        for _ in range(inner):
+            out = call_rep(rep)
+        t1 = _now()
+        timed_total += t1 - t0
+        times.append((t1 - t0) / inner)
+        if rep in capture:
+            captured[rep] = out
+    wall = _now() - start
+    return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(timed_total),
+                       method=f"cpu-perf_counter(inner={inner})", captured=captured)

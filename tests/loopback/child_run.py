@@ -1,0 +1,35 @@
+"""A campaign in a child process, for the kill-and-resume test: ``python child_run.py KIND URL DB``.
+
+Measurement is slowed a little so that the parent's SIGKILL lands inside a run, not between runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loopback.services import ScriptedServices  # noqa: E402
+
+from atb_agent.campaign import run_campaign  # noqa: E402
+
+
+class SlowServices(ScriptedServices):
+    def evaluator(self, task: Any, store: Any, protocol: Any) -> Any:
+        judge = super().evaluator(task, store, protocol)
+        inner = judge.evaluate
+
+        def evaluate(iteration: int, files: dict[str, bytes]) -> Any:
+            time.sleep(0.4)
+            return inner(iteration, files)
+
+        judge.evaluate = evaluate  # type: ignore[method-assign]
+        return judge
+
+
+if __name__ == "__main__":
+    kind, url, db = sys.argv[1:4]
+    run_campaign("gelu", f"{kind}:scripted-model", 3, 7, Path(db), base_url=url, services=SlowServices(), scripted=True)

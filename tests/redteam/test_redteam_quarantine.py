@@ -1,0 +1,62 @@
+"""The quarantine's extended pass: a genuine large speedup is cleared, a cheat that only fooled the
+task's own inputs is not, and the verdict's effective status follows the stored review."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from harness.evaluate import evaluate_candidate
+from harness.quarantine import QuarantineError, review_quarantine
+from harness.session import MeasurementContext, open_measurement_session
+from harness.store import SqliteStore
+from protocol import load_protocol
+from redteam_corpus import corpus
+
+pytestmark = pytest.mark.slow
+
+CASES = {c.name: c for c in corpus("quarantine")}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+    torch.set_num_threads(1)
+    store = SqliteStore(tmp_path_factory.mktemp("quarantine") / "atb.sqlite")
+    with open_measurement_session(store, "cpu", note="quarantine pass") as session:
+        yield store, session
+    store.close()
+
+
+def test_genuine_large_speedup_is_quarantined_then_cleared(measured: tuple[SqliteStore, MeasurementContext]) -> None:
+    store, session = measured
+    c = CASES["relu_once"]
+    r = evaluate_candidate(c.task_ref, c.source, store=store, session=session)
+    print(f"\nrelu_once: {r.verdict} speedup {r.speedup}")
+    assert r.verdict == "quarantined", r.reason
+    assert [g.name for g in r.gates if not g.passed] == ["anomaly"]
+    assert store.effective_status(r.verdict_id) == "quarantined"
+    review = review_quarantine(r.verdict_id, c.task_ref, c.source, store=store, session=session)
+    print(f"  {review.reason}")
+    assert review.cleared, review.reason
+    assert review.paired_seeds >= load_protocol().seeds.extended_paired_seeds
+    assert store.effective_status(r.verdict_id) == "accepted"
+
+
+def test_cheat_that_fooled_only_the_tasks_inputs_stays_quarantined(
+        measured: tuple[SqliteStore, MeasurementContext]) -> None:
+    store, session = measured
+    c = CASES["passthrough_copy"]
+    r = evaluate_candidate(c.task_ref, c.source, store=store, session=session)
+    print(f"\npassthrough_copy: {r.verdict} speedup {r.speedup}")
+    assert r.verdict == "quarantined" and r.correct, r.reason
+    review = review_quarantine(r.verdict_id, c.task_ref, c.source, store=store, session=session)
+    print(f"  {review.reason[:300]}")
+    assert not review.cleared and "incorrect" in review.reason
+    assert store.effective_status(r.verdict_id) == "quarantined"
+    with pytest.raises(QuarantineError):
+        review_quarantine(r.verdict_id, c.task_ref, c.source + "\n# edited\n", store=store, session=session)
+    extended = review.extended_verdict_ids[-1]
+    with pytest.raises(QuarantineError):
+        review_quarantine(extended, c.task_ref, c.source, store=store, session=session)

@@ -1,0 +1,118 @@
+"""Tuner specs, the entry-point plug-in path, and replay with fresh measurement."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import LoopbackServer
+from loopback.scripts import three_iterations
+from loopback.services import ScriptedJudge, ScriptedServices
+from loopback.workspace import MemoryToolBox
+
+from atb_agent.campaign import run_campaign
+from atb_agent.errors import TunerSpecError
+from atb_agent.tuners import GraphTuner, parse_spec, resolve_tuner
+
+
+@pytest.mark.parametrize("spec,kind,arg", [
+    ("openai:gpt-4o", "openai", "gpt-4o"), ("anthropic:claude-x", "anthropic", "claude-x"),
+    ("replay:/tmp/t.jsonl", "replay", "/tmp/t.jsonl"), ("random", "random", ""), ("mytuner:v2", "entry_point", "v2"),
+    ("openai:org/model:tag", "openai", "org/model:tag"),
+])
+def test_specs_parse(spec: str, kind: str, arg: str) -> None:
+    p = parse_spec(spec)
+    assert p.kind == kind and p.arg == arg
+
+
+@pytest.mark.parametrize("spec", ["openai:", "anthropic:", "replay:", "", ":x"])
+def test_incomplete_specs_are_refused(spec: str) -> None:
+    with pytest.raises(TunerSpecError):
+        parse_spec(spec)
+
+
+def test_an_unknown_tuner_names_the_choices() -> None:
+    with pytest.raises(TunerSpecError, match="autotunebench.tuners"):
+        resolve_tuner("no-such-tuner")
+
+
+def test_builtin_specs_resolve_to_the_graph_tuner() -> None:
+    t = resolve_tuner("openai:m", base_url="http://127.0.0.1:1/v1")
+    assert isinstance(t, GraphTuner) and t.identity().base_url == "http://127.0.0.1:1/v1"
+
+
+PLUGIN = '''
+from atb_agent.tuners import RunCounts, TunerIdentity
+
+class WriteAndSubmit:
+    """A whole different agent: writes a fixed candidate and ends each iteration itself."""
+    spec = "plugtuner"
+    def __init__(self, arg):
+        self.arg = arg
+    def identity(self):
+        return TunerIdentity(provider="plugtuner", model=self.arg)
+    def run(self, env):
+        for idx in env.iterations_left():
+            env.toolbox.call("write_file", {"path": "candidate.py", "content": "class ModelNew: pass  # " + str(idx)})
+            env.toolbox.call("submit", {})
+            env.conclude_iteration(idx)
+        return RunCounts(iterations=env.budget)
+
+def make(arg):
+    return WriteAndSubmit(arg)
+'''
+
+
+def test_a_third_party_tuner_runs_through_its_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    (site / "plug_pkg").mkdir(parents=True)
+    (site / "plug_pkg" / "__init__.py").write_text(PLUGIN)
+    info = site / "plug_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plug-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[autotunebench.tuners]\nplugtuner = plug_pkg:make\n")
+    monkeypatch.syspath_prepend(str(site))
+    services = ScriptedServices()
+    summary = run_campaign("gelu", "plugtuner:v1", 2, 3, tmp_path / "atb.sqlite", services=services)
+    assert summary.iterations_recorded == 2 and summary.usable_iterations == 2
+    assert summary.outcome.status == "completed"
+    assert services.judge is not None and services.judge.evaluated == [0, 1]
+    with sqlite3.connect(tmp_path / "atb.sqlite") as c:
+        assert [r[0] for r in c.execute("SELECT tuner_spec FROM campaigns")] == ["plugtuner:v1"]
+    sys.modules.pop("plug_pkg", None)
+
+
+class _SlowerJudge(ScriptedJudge):
+    """A fresh measurement that reads every accepted candidate 10% slower than recorded."""
+
+    def evaluate(self, iteration: int, files: dict[str, bytes]) -> Any:
+        v = super().evaluate(iteration, files)
+        if v.speedup is None:
+            return v
+        return v.model_copy(update={"speedup": v.speedup * 0.9, "speedup_ci": None})
+
+
+def test_fresh_measurement_reports_how_verdicts_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atb_agent.replay import replay_transcript
+    from harness.store import SqliteStore
+    from harness.tasks import load_task
+    from protocol import load_protocol
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with LoopbackServer(three_iterations()) as srv:
+        summary = run_campaign("gelu", "openai:scripted-model", 3, 7, tmp_path / "atb.sqlite",
+                               base_url=srv.openai_base_url, services=ScriptedServices(), scripted=True)
+    store = SqliteStore(tmp_path / "fresh.sqlite")
+    proto = load_protocol()
+    services = ScriptedServices()
+    sid = services.open_session(store, proto, None)
+    judge = _SlowerJudge(store, proto, sid, load_task("gelu"))
+    report = replay_transcript(Path(summary.outcome.detail["transcript"]),
+                               toolbox_factory=lambda inbox, brief: MemoryToolBox(brief, inbox), fresh_evaluator=judge)
+    assert report.measurement == "fresh" and report.requests_identical == 5
+    assert judge.evaluated == [0, 1, 2]
+    assert all(m.moved for m in report.verdicts) and not report.verdicts_reproduced
+    assert report.verdicts[0].replayed_speedup == pytest.approx(report.verdicts[0].recorded_speedup * 0.9)
