@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from transcripts import EndData, HeaderData, TranscriptWriter, read_transcript
 
+from atb_agent._engine_support import (
+    engine_campaign_config, engine_model_brief, engine_tool_brief, is_engine, load_campaign_task,
+    open_engine_campaign_session, subject_kind,
+)
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
@@ -48,6 +52,14 @@ class CampaignServices(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class BindsTask(Protocol):
+    """Services whose measurement session depends on the task's kind (:class:`HarnessServices`: an
+    engine task measures in an engine session). ``run_campaign`` binds the task before ``open_session``."""
+
+    def bind_task(self, task: Any) -> None: ...
+
+
 @dataclass
 class CampaignPaths:
     transcript: Path
@@ -62,9 +74,12 @@ def default_paths(store_path: Path, campaign_id: str) -> CampaignPaths:
 
 
 def task_brief(task: Any) -> str:
-    """What the model is told about the task (the reference source and what to deliver)."""
+    """What the model is told about the task: for a kernel task the reference source and what to
+    deliver, for an engine task the engine, workload and flag space (:func:`engine_model_brief`)."""
     from atb_agent.evaluation import CANDIDATE_FILE
 
+    if is_engine(task):
+        return engine_model_brief(task)
     about = task.meta.description or f"task {task.id}"
     return (f"Task {task.id}: {about}\n\nThe reference implementation (KernelBench format) is:\n\n"
             f"```python\n{task.source}\n```\n\nWrite `{CANDIDATE_FILE}` in the workspace defining `class ModelNew` "
@@ -105,7 +120,6 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
     """
     from harness.campaigns import CampaignRecorder
     from harness.store import SqliteStore
-    from harness.tasks import load_task
     from protocol import load_protocol
 
     if budget <= 0:
@@ -119,11 +133,13 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
             return random_search_task(str(task), store=random_store, protocol=proto, budget=budget, seed=seed,
                                       backend=backend, campaign_id=resume,  # type: ignore[arg-type]
                                       preregistration_id=preregistration_id, arm=arm)
-    t = load_task(task)
+    t = load_campaign_task(task)
+    tuner = _tuner_for(tuner_spec, base_url)        # a bad spec or a missing key fails before anything is opened
     store = SqliteStore(store_file)
     svc = services or HarnessServices(backend)
+    if isinstance(svc, BindsTask):
+        svc.bind_task(t)
     try:
-        tuner = _tuner_for(tuner_spec, base_url)
         if resume is not None and parse_spec(tuner_spec).kind == "replay":
             raise CampaignError("a replay:PATH campaign cannot be resumed; start it again (it needs no model)")
         if resume is not None:
@@ -135,10 +151,12 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
             svc.open_session(store, proto, info.session_id)
         else:
             session_id = svc.open_session(store, proto, None)
-            recorder = CampaignRecorder.open(store, proto, task_id=t.id, kind="kernel", tuner_spec=tuner_spec, seed=seed,
-                                             budget=budget, session_id=session_id,
+            extra = engine_campaign_config(t) if is_engine(t) else {}
+            recorder = CampaignRecorder.open(store, proto, task_id=t.id, kind=subject_kind(t), tuner_spec=tuner_spec,
+                                             seed=seed, budget=budget, session_id=session_id,
                                              preregistration_id=preregistration_id, arm=arm,
-                                             config={**(config or {}), "base_url": base_url or "", "scripted": scripted})
+                                             config={**(config or {}), **extra, "base_url": base_url or "",
+                                                     "scripted": scripted})
         paths = default_paths(store_file, recorder.campaign_id)
         inbox = SubmissionInbox()
         brief = task_brief(t)
@@ -182,14 +200,23 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
 
 
 class HarnessServices:
-    """The real services: the harness's measurement session and ``evaluate_candidate``, and a sandbox
-    with the tools of ``tools.ToolBox``."""
+    """The real services: the harness's measurement session and evaluation, and a sandbox with the
+    tools of ``tools.ToolBox``. A kernel task measures with ``evaluate_candidate`` in a kernel
+    measurement session; an engine task (bound with :meth:`bind_task`) with
+    ``evaluate_engine_candidate`` in an engine session, its tools offering ``set_flags``."""
 
     def __init__(self, backend: str = "cpu", sandbox_backend: str = "auto") -> None:
         self.backend = backend
         self.sandbox_backend = sandbox_backend
         self._session: Any = None
         self._sandbox: Any = None
+        self._engine_task: Any = None
+
+    def bind_task(self, task: Any) -> None:
+        """Say which task the next session is for. Engine ratios are taken in an engine session (the
+        engine fingerprint a random search of the same task also records), so the session's kind must
+        be known before it is opened; a kernel task (the default) needs no binding."""
+        self._engine_task = task if is_engine(task) else None
 
     def open_session(self, store: Any, protocol: Any, resume_session_id: str | None) -> str:
         """A new session, or for a resume the campaign's own session (the device must be unchanged:
@@ -197,7 +224,12 @@ class HarnessServices:
 
         Raises:
             CampaignError: the device's fingerprint differs from the resumed session's.
+            EngineNotBuilt: the bound engine task's engine is not on this machine.
         """
+        if self._engine_task is not None:
+            self._session = open_engine_campaign_session(store, protocol, self._engine_task,
+                                                         self.backend, resume_session_id)  # type: ignore[arg-type]
+            return str(self._session.session_id)
         from harness.session import open_measurement_session
 
         self._session = open_measurement_session(store, self.backend, protocol)  # type: ignore[arg-type]
@@ -210,14 +242,25 @@ class HarnessServices:
         return str(self._session.session_id)
 
     def evaluator(self, task: Any, store: Any, protocol: Any) -> Evaluator:
-        from atb_agent.evaluation import HarnessEvaluator
+        """Raises:
+            CampaignError: no session is open, or it is of the other kind than ``task`` (an engine
+                task was not bound with :meth:`bind_task` before ``open_session``).
+        """
+        from atb_agent.evaluation import EngineEvaluator, HarnessEvaluator
+        from harness.engines import EngineSession
 
         if self._session is None:
             raise CampaignError("open a measurement session before asking for an evaluator")
+        if is_engine(task) != isinstance(self._session, EngineSession):
+            raise CampaignError(f"task {task.id} is a {subject_kind(task)} task but the open session is not; call "
+                                "bind_task(task) before open_session")
+        if is_engine(task):
+            return EngineEvaluator(task, store, self._session.session_id, protocol)
         return HarnessEvaluator(task.id if task.kind == "native" else str(task.path), store, self._session, protocol)
 
     def toolbox(self, task: Any, brief: str, submit: Callable[[dict[str, bytes]], dict[str, Any]]) -> ToolBoxLike:
-        """A fresh sandbox (one per run; Docker by default) with the tools on it.
+        """A fresh sandbox (one per run; Docker by default) with the tools on it. An engine task's
+        sandbox has no torch mounted (the model only writes flags; nothing there runs a kernel).
 
         Raises:
             SandboxUnavailableError, ImageMissingError, SandboxError: from :func:`sandbox.open_sandbox`.
@@ -228,13 +271,16 @@ class HarnessServices:
 
         if self._sandbox is not None:
             self._sandbox.close()
-        self._sandbox = open_sandbox(backend=self.sandbox_backend)  # type: ignore[arg-type]
-        return ToolBox(self._sandbox, TaskBrief(text=brief, task_id=task.id, candidate_file=CANDIDATE_FILE), submit)
+        engine = is_engine(task)
+        self._sandbox = open_sandbox(backend=self.sandbox_backend, mount_torch=not engine)  # type: ignore[arg-type]
+        tool_brief = engine_tool_brief(task, brief) if engine else \
+            TaskBrief(text=brief, task_id=task.id, candidate_file=CANDIDATE_FILE)
+        return ToolBox(self._sandbox, tool_brief, submit)
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
-        if self._session is not None:
+        if self._session is not None and hasattr(self._session, "close"):
             self._session.close()
-            self._session = None
+        self._session = None

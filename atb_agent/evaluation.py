@@ -127,8 +127,50 @@ class HarnessEvaluator:
             return VerdictSummary(status="no_submission", built=False,
                                   reason=f"{self.candidate_file} is not UTF-8 text")
         result = evaluate_candidate(self.task, source, store=self.store, session=self.session, protocol=self.protocol)
-        ci = tuple(result.speedup_ci) if result.speedup_ci else None
-        return VerdictSummary(status=result.verdict, verdict_id=result.verdict_id,
-                              candidate_sha256=result.candidate_sha256, correct=bool(result.correct),
-                              speedup=result.speedup, speedup_ci=ci,  # type: ignore[arg-type]
-                              reason=result.reason or "", usable_ci=bool(result.usable_ci))
+        return summary_of_result(result)
+
+
+def summary_of_result(result: Any, detail: dict[str, Any] | None = None) -> VerdictSummary:
+    """The agent's view of a harness result (a kernel ``EvalResult`` or an ``EngineEvalResult``: both
+    carry the same verdict fields), so the graph reads kernel and engine verdicts alike."""
+    ci = tuple(result.speedup_ci) if result.speedup_ci else None
+    return VerdictSummary(status=result.verdict, verdict_id=result.verdict_id,
+                          candidate_sha256=result.candidate_sha256, correct=bool(result.correct),
+                          speedup=result.speedup, speedup_ci=ci,  # type: ignore[arg-type]
+                          reason=result.reason or "", usable_ci=bool(result.usable_ci), detail=detail or {})
+
+
+class EngineEvaluator:
+    """Measures the workspace's flag configuration (``flags.json``, what ``set_flags`` writes) with
+    :func:`harness.engines.evaluate_engine_candidate`: the candidate launch against the same engine's
+    default launch on paired workload seeds, every iteration in the campaign's one engine session.
+
+    A configuration outside the flag space, one that does not launch or one whose outputs differ from
+    the default's is a rejected verdict (stored), never an exception.
+    """
+
+    def __init__(self, task: Any, store: Any, session_id: str, protocol: Any) -> None:
+        self.task = task
+        self.store = store
+        self.session_id = session_id
+        self.protocol = protocol
+
+    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary:
+        """Raises (the machine or setup is broken, not the candidate): EngineNotBuilt,
+        EngineLaunchFailed (the *default* launch failed), IngestRejected."""
+        from harness.engines import (
+            ENGINE_CANDIDATE_FILE, FlagSpaceError, config_text_from_files, evaluate_engine_candidate,
+        )
+
+        if ENGINE_CANDIDATE_FILE not in files:
+            return VerdictSummary(status="no_submission", built=True,
+                                  reason=f"the submitted workspace has no {ENGINE_CANDIDATE_FILE}; call set_flags "
+                                         "to write it, then submit")
+        try:
+            text = config_text_from_files(files)
+        except FlagSpaceError as exc:
+            return VerdictSummary(status="no_submission", built=False, reason=str(exc))
+        result = evaluate_engine_candidate(self.task, text, store=self.store, session=self.session_id,
+                                           protocol=self.protocol)
+        return summary_of_result(result, {"kind": "engine", "engine": result.engine,
+                                          "baseline_label": result.baseline_label, "config": result.config})

@@ -190,6 +190,9 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
     if header.provider not in ("openai", "anthropic"):
         raise ReplayDivergence(-1, "header.provider", f"cannot replay provider {header.provider!r} "
                                "(only openai and anthropic transcripts replay through an SDK)")
+    if transcript.end is None:
+        raise ReplayDivergence(-1, "end record", f"{path} has no end record: the run it records did not finish "
+                               "(resume it with `atb run ... --resume RUN`, then replay its transcript)")
     proto = load_protocol()
     cursor = ReplayCursor(transcript.model_calls())
     inbox = SubmissionInbox()
@@ -211,7 +214,11 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
         try:
             tuner.run(env)
         except RequestMismatch as exc:
-            raise ReplayDivergence(exc.call_index, exc.field, exc.detail) from exc
+            detail = exc.detail
+            if detail.startswith("body.tools"):
+                detail += (" (the tool definitions differ from the recorded run's: it used another toolbox or "
+                           "another version of the tools)")
+            raise ReplayDivergence(exc.call_index, exc.field, detail) from exc
         except RecordingExhausted as exc:
             raise ReplayDivergence(exc.call_index, "number of model calls", str(exc)) from exc
     if not cursor.exhausted:

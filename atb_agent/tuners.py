@@ -146,6 +146,18 @@ def provider_factory(kind: ProviderKind, model: str, base_url: str | None) -> Pr
     return make
 
 
+def require_api_key(kind: ProviderKind) -> None:
+    """Raise MissingApiKeyError now, before a campaign is opened, when the provider's key is unset."""
+    import os
+
+    from atb_agent.errors import MissingApiKeyError
+    from atb_agent.providers import _anthropic, _openai
+
+    variable = _openai.API_KEY_ENV if kind == "openai" else _anthropic.API_KEY_ENV
+    if not os.environ.get(variable):
+        raise MissingApiKeyError(variable, "OpenAI" if kind == "openai" else "Anthropic")
+
+
 def default_base_url(kind: ProviderKind, base_url: str | None) -> str:
     """The URL a provider of ``kind`` will call: the given one, else the SDK's environment variable,
     else the public API."""
@@ -258,6 +270,7 @@ def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
     parsed = parse_spec(spec)
     if parsed.kind in ("openai", "anthropic"):
         kind: ProviderKind = parsed.kind
+        require_api_key(kind)
         return GraphTuner(spec, kind, parsed.arg, provider_factory(kind, parsed.arg, base_url),
                           default_base_url(kind, base_url))
     if parsed.kind == "entry_point":

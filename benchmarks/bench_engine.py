@@ -90,6 +90,7 @@ def main() -> int:
         "engine_version": probe.version_text.splitlines()[0] if probe.version_text else "",
         "protocol": {"version": proto.version, "sha256": proto.sha256,
                      "paired_seeds": proto.seeds.paired_seeds, "requests_per_trial": proto.engine.requests_per_trial,
+                     "reps_per_seed": proto.engine.reps_per_seed,
                      "warmup_requests": proto.engine.warmup_requests,
                      "confidence_level": proto.statistics.confidence_level},
         "machine": machine,
@@ -101,7 +102,8 @@ def main() -> int:
     lines = [
         f"# Engine trial: default vs default ({task.id}, {doc['engine_version']})", "",
         f"{summary['repeats']} trials, each {proto.seeds.paired_seeds} paired seeds x "
-        f"{proto.engine.requests_per_trial} requests per arm, {proto.engine.warmup_requests} warm-up requests; "
+        f"{proto.engine.requests_per_trial} requests x {proto.engine.reps_per_seed} repetitions per arm, "
+        f"{proto.engine.warmup_requests} warm-up requests; "
         f"protocol {proto.version} ({proto.sha256[:12]}). The true ratio is 1.0. Machine: "
         f"{machine['cpu_count']} CPUs, load average {machine['loadavg_1_5_15_before'][0]} before and "
         f"{machine['loadavg_1_5_15_after'][0]} after (other work shared the machine).", "",

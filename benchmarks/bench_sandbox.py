@@ -137,7 +137,7 @@ def main() -> int:
         pass
     import os
 
-    result = {
+    result: dict[str, Any] = {
         "benchmark": "sandbox",
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {"machine": platform.machine(), "kernel": platform.release(), "cpus": os.cpu_count(),

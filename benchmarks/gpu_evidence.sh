@@ -3,19 +3,21 @@
 #
 #   bash benchmarks/gpu_evidence.sh            # from the repository root; writes JSON under $OUT
 #
-# Steps (each independent: a failing or timed-out step writes an error record and the next one runs):
+# Steps, in this order (each independent: a failing or timed-out step writes an error record and the
+# next one runs; loops write one JSON line per item as it finishes, so a step cut short keeps its part):
 #   1. fingerprint     nvidia-smi, torch/CUDA versions, the harness's device fingerprints (cuda, cpu)
 #   2. anchors         `atb anchor --device cuda` and `--device cpu` (published figures, in/out of band)
-#   3. suite           the native suite with its starting candidates on cuda (benchmarks/bench_measure.py:
-#                      each start evaluated twice, re-measure spread and harness overhead)
-#   4. random          seeded random search on a few native tasks on cuda (`atb run --tuner random`),
-#                      plus one task with MLX ports (written below) so the MLX leg can measure something
+#   3. random          seeded random search on cuda (`atb run --tuner random`) on $RANDOM_TASKS and on
+#                      a Linear+ReLU task with MLX ports (written below), so the MLX leg has a port
+#   4. retest          `atb retest RUN --backend cpu` and `--backend mlx` for every random run
 #   5. remeasure       `atb remeasure RUN` for every random run (fresh session, same device)
-#   6. retest          `atb retest RUN --backend cpu` and `--backend mlx` for every random run
+#   6. suite           every native task's starting candidate on cuda, once, in one session
+#                      (benchmarks/bench_measure.py holds the twice-measured spread of the same suite)
 #
-# Outputs (7 files, one folder): $OUT/{fingerprint,anchors,suite_cuda,random_cuda,remeasure_cuda,retest}.json
-# and $OUT/log.txt. Total runtime is capped at $ATB_EVIDENCE_BUDGET_S (default 465 s): each step gets
-# min(its own limit, what is left). Copy $OUT/*.json to benchmarks/results/h200/ and run
+# Outputs (7 files, one folder): $OUT/{fingerprint,anchors,random_cuda,retest,remeasure_cuda,suite_cuda}.json
+# and $OUT/log.txt. Total runtime is capped at $ATB_EVIDENCE_BUDGET_S (default 470 s, under 8 minutes): each step gets
+# min(its own limit, what is left). Measured on the H200 with RANDOM_TASKS=gelu RANDOM_BUDGET=2 and two
+# suite tasks: 238 s. Copy $OUT/*.json to benchmarks/results/h200/ and run
 # `python benchmarks/render_results.py --write README.md` to regenerate the README's results section.
 #
 # Environment: python3.12 with torch (CUDA build). The project's other imports are pydantic, pyyaml,
@@ -28,7 +30,7 @@ cd "$ROOT"
 PY=${PY:-python3}
 OUT=${OUT:-$ROOT/out/gpu_evidence}
 WHEELS=${WHEELS:-$ROOT/.whl}
-BUDGET=${ATB_EVIDENCE_BUDGET_S:-465}
+BUDGET=${ATB_EVIDENCE_BUDGET_S:-470}
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/atb-gpu-evidence.XXXXXX)
 DB=$WORK/atb.sqlite
@@ -176,7 +178,7 @@ EOF
 
 # ------------------------------------------------------------------------------------------- 1 fingerprint
 run_step fingerprint 30 "$OUT/fingerprint.json" "$PY" - <<'EOF'
-import json, platform, shutil, subprocess, sys
+import json, os, platform, shutil, subprocess, sys
 import torch
 from harness.device import fingerprint_from_facts, local_fingerprint_facts
 from protocol import load_protocol
@@ -184,7 +186,9 @@ from protocol import load_protocol
 p = load_protocol()
 out = {"ok": True, "python": sys.version.split()[0], "platform": platform.platform(),
        "torch": torch.__version__, "cuda_runtime": torch.version.cuda,
-       "protocol_version": p.version, "protocol_sha256": p.sha256, "fingerprints": {}}
+       "protocol_version": p.version, "protocol_sha256": p.sha256, "fingerprints": {},
+       "settings": {k: os.environ.get(k, "") for k in ("BACKEND", "RANDOM_TASKS", "RANDOM_BUDGET", "SUITE_TASKS",
+                                                      "BUDGET")}}
 for backend in ("cuda", "cpu"):
     try:
         fp = fingerprint_from_facts(local_fingerprint_facts(torch, backend, p.timing.cpu.threads))
@@ -303,7 +307,7 @@ export MLXTASK
 export -f jsonl_to_json within random_loop random_runs run_ids retest_loop retest_all remeasure_loop remeasure_all \
     suite_loop suite_all
 run_step random 110 "$OUT/random_cuda.json" bash -c random_runs
-run_step retest 70 "$OUT/retest.json" bash -c retest_all
+run_step retest 85 "$OUT/retest.json" bash -c retest_all
 run_step remeasure 100 "$OUT/remeasure_cuda.json" bash -c remeasure_all
 run_step suite 130 "$OUT/suite_cuda.json" bash -c suite_all
 

@@ -284,24 +284,26 @@ def _median_seconds(fn: Any, backend: Backend, protocol: Protocol, reps: int | N
                 fn()
         if backend == "cuda":
             torch.cuda.synchronize()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            out = []
+            s, e = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
+                    torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
+            out: list[float] = []
             for _ in range(reps):
                 s.record()
                 fn()
                 e.record()
                 torch.cuda.synchronize()
-                out.append(s.elapsed_time(e) / 1e3)
-            return statistics.median(out)
+                out.append(float(s.elapsed_time(e)) / 1e3)
+            return float(statistics.median(out))
         out = []
         for _ in range(reps):
             t0 = perf_counter_ns()
             fn()
             out.append((perf_counter_ns() - t0) / 1e9)
-        return statistics.median(out)
+        return float(statistics.median(out))
     if backend == "cuda":
         cu = protocol.timing.cuda
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
+                      torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
         fn()
         torch.cuda.synchronize()
         start.record()

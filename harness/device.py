@@ -3,8 +3,9 @@
 The fingerprint and the ceilings are measured inside the session's reference child (so the
 harness's own process never initialises CUDA and the numbers come from a process pinned exactly like
 the ones that time kernels). Ceilings are a large copy (bytes read + written per second) and a large
-fp32 matrix product with TF32 off (floating-point operations per second); they are measured once per
-device fingerprint and cached in the store (``add_ceilings`` / ``ceilings_for_device``).
+fp32 matrix product with TF32 off (floating-point operations per second); they are measured in every
+session and stored with it (``add_ceilings``); a session uses the best reading stored for its device
+fingerprint (``harness.session.best_ceilings``), since a busy host only ever under-reads a ceiling.
 """
 
 from __future__ import annotations

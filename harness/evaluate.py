@@ -11,6 +11,7 @@ raises gives a rejected result, never an exception.
 from __future__ import annotations
 
 import importlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +161,10 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     start_path.write_text(start_src, encoding="utf-8")
 
     cand_worker = session.take_candidate_worker()
+    ref_worker = session.reference_worker()
+    ref_pid = ref_worker.pid
     try:
-        collector = Collector(t, proto, session.backend, evdir, cand_worker, session.reference_worker(),
-                              session.start_worker())
+        collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker, session.start_worker())
         col = collector.run(cand_path, start_path)
     finally:
         cand_worker.close()
@@ -181,7 +183,7 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         task_bytes = t.meta.bytes
     evidence = Evidence(
         task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
-        reference_pid=session.reference_worker().pid,
+        reference_pid=ref_pid,
         candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
         candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
         start_timed=col.timed_facts("start"),
@@ -225,6 +227,9 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
                       candidate_set_id=cset.id if cset else None, baseline_set_id=bset.id if bset else None,
                       gates=gates, detail=detail)
     store.add_verdict(verdict, cset, bset)
+    # the saved outputs were needed only for the comparisons and gates above; a campaign of hundreds
+    # of evaluations must not fill the disk (Evidence keeps the paths as a record of what was compared)
+    shutil.rmtree(evdir, ignore_errors=True)
     usable = bool(speed is not None and status == "accepted"
                   and speed.ci_relative_halfwidth <= proto.usability.ci_relative_halfwidth_max)
     return EvalResult(

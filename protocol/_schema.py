@@ -29,6 +29,7 @@ class CpuTimingParams(_Frozen):
     min_timed_ns: PositiveInt
     interleave_rounds: PositiveInt
     malloc_mmap_threshold_bytes: PositiveInt
+    block_warmup_calls: int = Field(ge=0)
 
 
 class CudaTimingParams(_Frozen):

@@ -1,7 +1,7 @@
 """The bubblewrap backend, for machines where no Docker daemon answers. Same interface, same confinement.
 
 Each command is one ``bwrap`` process over the same root filesystem the Docker image was imported from
-(mounted read-only), with the workspace as the only writable bind, a size-capped /tmp, every namespace
+(mounted read-only), with the workspace as the only writable bind, a size-capped private /tmp, every namespace
 unshared (so no network but a down loopback), all capabilities dropped and no nested user namespaces.
 The tuner's commands run as the same unprivileged uid as in Docker: as root this process switches to
 it before starting bwrap, so the sandbox never holds host-root's file ownership. A per-sandbox cgroup
@@ -80,6 +80,12 @@ class BwrapSandbox(WorkspaceSandbox):
         self._env = exec_environment(site is not None, limits.cpus)
         self.ident = f"{os.getpid()}-{os.urandom(4).hex()}"
         self._cgroup = Cgroup.create(self.ident, limits.memory_mb * 1024 * 1024, limits.pids_limit, limits.cpus)
+        # /tmp outlives each command (as a container's does), so compiler caches survive between them.
+        try:
+            self._scratch = create_workspace(limits.tmp_max_bytes, owner, workspace_base)
+        except Exception:
+            self.close()
+            raise
 
     def _argv(self, command: list[str]) -> list[str]:
         argv = [
@@ -87,7 +93,7 @@ class BwrapSandbox(WorkspaceSandbox):
             "--ro-bind", str(self._rootfs), "/",
             "--dev", "/dev",
             "--proc", "/proc",
-            "--size", str(self.limits.tmp_max_bytes), "--tmpfs", "/tmp",
+            "--bind", str(self._scratch.host_path), "/tmp",
             "--bind", str(self.workspace.host_path), WORKSPACE_IN_SANDBOX,
         ]
         if self._site is not None:
@@ -181,6 +187,7 @@ class BwrapSandbox(WorkspaceSandbox):
             "exec_timeout_s": "host-side timer, then SIGKILL of bwrap and its pid namespace",
             "run_wallclock_s": "checked before every command; nothing outlives a command",
             "workspace_max_bytes": "host tmpfs size" if self.workspace.capped else "NOT capped (no mount rights)",
+            "tmp_max_bytes": "host tmpfs size of the private /tmp" if self._scratch.capped else "NOT capped (no mount rights)",
             "user": (f"uid {TUNER_UID}" if self._as_root else f"uid {os.getuid()}")
             + ", all capabilities dropped, no nested user namespaces",
         }
@@ -195,3 +202,6 @@ class BwrapSandbox(WorkspaceSandbox):
         cg = getattr(self, "_cgroup", None)
         if cg is not None:
             cg.destroy()
+        scratch = getattr(self, "_scratch", None)
+        if scratch is not None:
+            scratch.destroy()

@@ -287,6 +287,7 @@ class DockerSandbox(WorkspaceSandbox):
             "exec_timeout_s": "host-side timer, then SIGKILL of every tuner process",
             "run_wallclock_s": "container init sleeps run_wallclock_s, auto-removed at exit",
             "workspace_max_bytes": "host tmpfs size" if self.workspace.capped else "NOT capped (no mount rights)",
+            "tmp_max_bytes": "docker tmpfs size of the private /tmp",
             "user": f"uid {TUNER_UID}, all capabilities dropped, no-new-privileges",
         }
         if self._torch_note:

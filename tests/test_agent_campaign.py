@@ -140,6 +140,10 @@ def test_a_crashed_run_resumes_with_every_iteration_stored_once(kind: str, tmp_p
         with sqlite3.connect(db) as c:
             (campaign_id,), = c.execute("SELECT id FROM campaigns")
         assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0]
+        from atb_agent.campaign import default_paths
+
+        with pytest.raises(ReplayDivergence, match="did not finish"):
+            replay_transcript(default_paths(db, campaign_id).transcript, toolbox_factory=_memory_tools)
         services = ScriptedServices()
         summary = run_campaign("gelu", f"{kind}:scripted-model", 3, 7, db, base_url=_url(srv, kind),
                                services=services, scripted=True, resume=campaign_id)

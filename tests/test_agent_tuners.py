@@ -39,7 +39,8 @@ def test_an_unknown_tuner_names_the_choices() -> None:
         resolve_tuner("no-such-tuner")
 
 
-def test_builtin_specs_resolve_to_the_graph_tuner() -> None:
+def test_builtin_specs_resolve_to_the_graph_tuner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     t = resolve_tuner("openai:m", base_url="http://127.0.0.1:1/v1")
     assert isinstance(t, GraphTuner) and t.identity().base_url == "http://127.0.0.1:1/v1"
 
@@ -116,3 +117,16 @@ def test_fresh_measurement_reports_how_verdicts_moved(tmp_path: Path, monkeypatc
     assert judge.evaluated == [0, 1, 2]
     assert all(m.moved for m in report.verdicts) and not report.verdicts_reproduced
     assert report.verdicts[0].replayed_speedup == pytest.approx(report.verdicts[0].recorded_speedup * 0.9)
+
+
+def test_a_missing_key_fails_before_a_campaign_is_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atb_agent.errors import MissingApiKeyError
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(MissingApiKeyError, match="ANTHROPIC_API_KEY"):
+        run_campaign("gelu", "anthropic:claude-x", 2, 0, tmp_path / "atb.sqlite", services=ScriptedServices())
+    assert not (tmp_path / "atb.sqlite").exists()
+
+    from atb_agent.cli import main
+
+    assert main(["replay", str(tmp_path / "missing.jsonl"), "--json"]) == 2

@@ -194,3 +194,13 @@ def test_seed_score_is_the_median_repetition() -> None:
     arm = ArmResult(arm="candidate", config={}, argv=["x"], runs=runs, metrics=[compute_metrics(r) for r in runs])
     assert arm.throughput_by_seed() == {7: pytest.approx(10.0)}
     assert [round(v, 6) for v in arm.throughputs_by_seed()[7]] == [10.0, 1.0, 11.0]
+
+
+def test_submission_file_and_brief() -> None:
+    from harness.engines import ENGINE_CANDIDATE_FILE, FlagSpaceError, config_text_from_files, engine_brief
+
+    assert config_text_from_files({ENGINE_CANDIDATE_FILE: b'{"parallel": 2}'}) == '{"parallel": 2}'
+    with pytest.raises(FlagSpaceError, match="no flags.json was submitted"):
+        config_text_from_files({"candidate.py": b""})
+    brief = engine_brief("llamacpp-tiny")
+    assert "- parallel (int, 1..8" in brief and ENGINE_CANDIDATE_FILE in brief and "engine-default" not in brief

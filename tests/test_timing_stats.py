@@ -159,3 +159,18 @@ def test_measurement_set_ratio_refuses_other_sessions_and_devices() -> None:
         measurement_set_ratio(ms("s", "a" * 64, "candidate", 1.0), ms("s", "b" * 64, "baseline", 2.0), P)
     with pytest.raises(IncomparableError):
         measurement_set_ratio(ms("s", "a" * 64, "candidate", 1.0), ms("s", "a" * 64, "baseline", 2.0, "gelu"), P)
+
+
+def test_ceilings_keep_the_best_reading_per_device(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from harness.records import DeviceFingerprint
+    from harness.session import best_ceilings
+    from harness.store import SqliteStore
+
+    with SqliteStore(tmp_path / "c.sqlite") as store:
+        fp = DeviceFingerprint(backend="cpu", cpu_model="test", cpu_count=2, torch_version="x")
+        first = DeviceCeilings(bytes_per_s=10.0, flops_per_s=100.0, method="m1")
+        assert best_ceilings(store, fp.sha256, first) == first
+        store.add_ceilings(store.open_session(fp, P.ref()), first, P.ref())
+        busy = DeviceCeilings(bytes_per_s=5.0, flops_per_s=200.0, method="m2")
+        best = best_ceilings(store, fp.sha256, busy)
+        assert (best.bytes_per_s, best.flops_per_s) == (10.0, 200.0) and "earlier session" in best.method

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, required=True, help="the tuner's seed (random search: its whole sequence)")
     p.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="device to measure on")
     p.add_argument("--resume", metavar="RUN", help="resume an unfinished run id instead of starting a new one")
+    p.add_argument("--base-url", default=None,
+                   help="OpenAI/Anthropic-compatible endpoint for the model tuner (e.g. a locally served model)")
     add_db(p)
     add_json(p)
     p.set_defaults(handler=cmd_run)
@@ -52,22 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 # ---------------------------------------------------------------------- run
-def _run_campaign_fn() -> Any:
-    """``atb_agent.campaign.run_campaign`` (or its re-export), or None when the LLM tuner is absent."""
-    import importlib
-
-    for module in ("atb_agent.campaign", "atb_agent"):
-        try:
-            fn = getattr(importlib.import_module(module), "run_campaign", None)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:      # the module exists but is broken: that is an internal error
-                raise
-            continue
-        if fn is not None:
-            return fn
-    return None
-
-
 def _campaign_id_of(result: Any) -> str:
     for path in (("campaign_id",), ("run_id",), ("campaign", "id"), ("id",)):
         obj = result
@@ -80,7 +65,7 @@ def _campaign_id_of(result: Any) -> str:
 
 def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend: str,
               resume: str | None = None, preregistration_id: str | None = None, arm: str | None = None,
-              config: dict[str, Any] | None = None) -> str:
+              config: dict[str, Any] | None = None, base_url: str | None = None) -> str:
     """Run one campaign with any tuner spec and return its run id (from the store).
 
     Raises:
@@ -109,21 +94,11 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
                     f"[random seed {seed}] iteration {i + 1}/{budget} {knobs}: "
                     f"{getattr(res, 'verdict', '?')} speedup {getattr(res, 'speedup', None)}"))
         return summary.campaign.id
-    run_campaign = _run_campaign_fn()
-    if run_campaign is None:
-        raise BadInput(f"tuner {tuner!r} needs the LLM tuner (atb_agent.campaign.run_campaign), which this "
-                       "installation lacks; available tuners: random")
-    wanted: dict[str, Any] = {"task": task, "tuner_spec": tuner, "budget": budget, "seed": seed, "store_path": db,
-                              "backend": backend, "resume": resume,
-                              "preregistration_id": preregistration_id, "arm": arm, "config": config}
-    params = inspect.signature(run_campaign).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in wanted.items() if (k in params or takes_any) and v is not None}
-    for needed, value in (("preregistration_id", preregistration_id), ("arm", arm), ("config", config or None)):
-        if value is not None and needed not in kwargs:
-            raise BadInput(f"tuner {tuner!r} cannot take {needed} (run_campaign has no such parameter), so it "
-                           "cannot run an arm of a pre-registered A/B")
-    return _campaign_id_of(run_campaign(**kwargs))
+    from atb_agent.campaign import run_campaign
+
+    summary = run_campaign(task, tuner, budget, seed, db, base_url=base_url, resume=resume, backend=backend,
+                           preregistration_id=preregistration_id, arm=arm, config=config)
+    return _campaign_id_of(summary)
 
 
 def _run_payload(db: str, run_id: str) -> dict[str, Any]:
@@ -152,6 +127,7 @@ def _run_payload(db: str, run_id: str) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     run_id = run_tuner(task=args.task, tuner=args.tuner, budget=args.budget, seed=args.seed, db=args.db,
+                       base_url=args.base_url,
                        backend=args.backend, resume=args.resume)
     payload = _run_payload(args.db, run_id)
     best = "none usable" if payload["best_speedup"] is None else (

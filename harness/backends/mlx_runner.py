@@ -183,16 +183,18 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
                 return {"ok": False, "failure_kind": "no_port",
                         "error": f"the candidate defines neither {MLX_PORT_FUNCTION}(params, *inputs) "
                                  f"nor class {MLX_PORT_CLASS}"}
-        return {"port": port, "mlx_version": mx.__version__, "device": str(mx.default_device()),
+        return {"port": port, "mlx_version": getattr(mx, "__version__", "unknown"), "device": str(mx.default_device()),
                 "blas_libraries": mapped_blas_libraries(Path("/proc/self/maps").read_text()),
                 "torch_threads": torch.get_num_threads()}
 
-    def inputs_for(seed: int, distribution: str) -> list[Any]:
+    def inputs_for(seed: int, distribution: str) -> tuple[list[Any], list[Any]]:
+        """The torch inputs and their MLX copies for (seed, distribution); only the latest is cached."""
         key = (seed, distribution)
         if key not in state["inputs"]:
             ts = make_inputs(torch, state["task"].get_inputs, seed, distribution, float(config["large"]), "cpu")
             state["inputs"] = {key: (ts, [to_mx(t) for t in ts])}
-        return state["inputs"][key]
+        ts, xs = state["inputs"][key]
+        return list(ts), list(xs)
 
     def run(xs: list[Any]) -> Any:
         out = state["fn"](*xs)
@@ -226,7 +228,7 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
         return res
 
     handlers = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
-    reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": mx.__version__})
+    reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": getattr(mx, "__version__", "unknown")})
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -19,7 +19,7 @@ from harness.engines.llamacpp_build import BuildResult, build_llama_server, cach
 from harness.engines.metrics import WorkloadMetrics, compute_metrics
 from harness.engines.process import EngineProcess, free_port
 from harness.engines.search import (
-    ENGINE_CANDIDATE_FILE, engine_brief, engine_evaluator, engine_search_space, run_engine_random_search,
+    ENGINE_CANDIDATE_FILE, config_text_from_files, engine_brief, engine_evaluator, engine_search_space, run_engine_random_search,
 )
 from harness.engines.session import EngineSession, engine_fingerprint, open_engine_session
 from harness.engines.sglang import SglangAdapter
@@ -35,7 +35,7 @@ __all__ = [
     "EngineTaskError", "EngineTrial", "FlagSpace", "FlagSpaceError", "FlagSpec", "LaunchSpec", "LessEqual",
     "LlamaServerAdapter", "ModelWriteError", "RequestResult", "Requires", "SglangAdapter", "TinyModel",
     "TinyModelSpec", "VllmAdapter", "Workload", "WorkloadMetrics", "WorkloadRun", "WorkloadSpec",
-    "build_llama_server", "cached_binary", "compute_metrics", "engine_brief", "engine_evaluator", "engine_fingerprint",
+    "build_llama_server", "cached_binary", "config_text_from_files", "compute_metrics", "engine_brief", "engine_evaluator", "engine_fingerprint",
     "engine_search_space", "engine_task_names", "evaluate_engine_candidate", "free_port", "get_adapter",
     "is_engine_task", "judge_trial", "load_engine_task", "make_workload", "open_engine_session",
     "parse_config_text", "render_candidate", "render_config", "run_engine_random_search", "run_engine_trial",

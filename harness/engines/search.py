@@ -79,3 +79,21 @@ def engine_brief(task: str | Path | EngineTask) -> str:
     for c in space.constraints:
         lines.append(f"- constraint: {json.dumps(c.model_dump(), sort_keys=True)}")
     return "\n".join(lines)
+
+
+def config_text_from_files(files: dict[str, bytes]) -> str:
+    """The flag configuration a tuner submitted: the text of ``ENGINE_CANDIDATE_FILE`` in its workspace.
+
+    Raises:
+        FlagSpaceError: the file is missing or not UTF-8 text (the message says what to write where).
+    """
+    from harness.engines._errors import FlagSpaceError
+
+    data = files.get(ENGINE_CANDIDATE_FILE)
+    if data is None:
+        raise FlagSpaceError(f"no {ENGINE_CANDIDATE_FILE} was submitted; write a JSON object of flag -> value "
+                             f"to {ENGINE_CANDIDATE_FILE} (submitted files: {sorted(files)[:8]})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlagSpaceError(f"{ENGINE_CANDIDATE_FILE} is not UTF-8 text: {exc}") from exc

@@ -28,13 +28,17 @@ def _speed(v: float | None, ci: tuple[float, float] | None = None) -> str:
 
 
 def _held_out(arm: ArmData) -> str:
+    """Home ratio beside the held-out ratio; a leg that measured nothing does not count as one."""
     if arm.summary.best_speedup is None:
         return "no certified result"
-    if not arm.retests:
+    legs = [r["body"] for r in arm.retests
+            if isinstance(r["body"], dict) and r["body"].get("held_out") and r["body"].get("held_out_ratio") is not None]
+    if not legs:
         return ("<b>certified on the tuning device only: no held-out retest leg</b> "
-                "(run <code>atb retest RUN</code> to add one)")
-    return "; ".join(f"held-out retest {_e(r['id'])}: <code>{_e(json.dumps(r['body'], sort_keys=True)[:300])}</code>"
-                     for r in arm.retests)
+                "(run <code>atb retest RUN --backend mlx|cpu|cuda</code> to add one)")
+    return "; ".join(
+        f"home {float(b['home_ratio']):.3f}x, held-out on {_e(str(b.get('held_out_backend')))} "
+        f"{float(b['held_out_ratio']):.3f}x ({_e(str(b.get('label', '')))})" for b in legs)
 
 
 def _arm_rows(data: ReportData) -> str:

@@ -53,13 +53,18 @@ if BACKEND == "cuda":
 
     torch.cuda.init()
     _CUDA_TIMER = CudaTimer(torch, int(CONFIG["cuda"]["l2_flush_bytes"]))
-_ORIGINAL = {
-    "torch.nn.Module.__call__": torch.nn.Module.__call__,
-    "torch.manual_seed": torch.manual_seed,
-    "torch.set_num_threads": torch.set_num_threads,
-    "torch.save": torch.save,
-    "harness.runner._inputs.make_inputs": make_inputs,
-}
+_WATCHED = ("torch.nn.Module.__call__", "torch.manual_seed", "torch.set_num_threads", "torch.get_num_threads",
+            "torch.set_num_interop_threads", "torch.save", "torch.load", "torch.no_grad")
+
+
+def _lookup(dotted: str) -> Any:
+    obj: Any = torch
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+_ORIGINAL = {name: _lookup(name) for name in _WATCHED}
 _CANDIDATE_PREFIX = "atb_candidate_"
 _CANDIDATE_FILES: set[str] = set()
 _AUDIT_EVENTS: set[str] = set()
@@ -281,6 +286,8 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
     elif BACKEND == "cuda":
         bt = _CUDA_TIMER.time_block(lambda r: _forward(S.buffers[(offset + r) % n_buf]), reps, capture)
     else:
+        for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
+            _forward(S.buffers[offset % n_buf])
         bt = _cpu.time_block(lambda r: _forward(S.buffers[(offset + r) % n_buf]), reps, S.inner, capture)
     timed_outputs = []
     for r, out in sorted(bt.captured.items()):
@@ -307,14 +314,8 @@ def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
 def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
     import harness.runner._inputs as inputs_mod
 
-    current = {
-        "torch.nn.Module.__call__": torch.nn.Module.__call__,
-        "torch.manual_seed": torch.manual_seed,
-        "torch.set_num_threads": torch.set_num_threads,
-        "torch.save": torch.save,
-        "harness.runner._inputs.make_inputs": inputs_mod.make_inputs,
-    }
-    checks = {name: current[name] is fn for name, fn in _ORIGINAL.items()}
+    checks = {name: _lookup(name) is fn for name, fn in _ORIGINAL.items()}
+    checks["harness.runner._inputs.make_inputs"] = inputs_mod.make_inputs is make_inputs
     checks.update(time_functions_intact())
     if _CUDA_TIMER is not None:
         checks.update(_CUDA_TIMER.intact())

@@ -35,20 +35,12 @@ class CudaTimer:
         self._sync = torch.cuda.synchronize
         self._graph_cls = torch.cuda.CUDAGraph
         self._flush = torch.empty(max(1, flush_bytes // 4), dtype=torch.int32, device="cuda")
-        self.originals = {
-            "torch.cuda.Event.record": self._record,
-            "torch.cuda.Event.elapsed_time": self._elapsed,
-            "torch.cuda.synchronize": self._sync,
-        }
+        self._replay = torch.cuda.CUDAGraph.replay
+        self.originals = {name: _lookup(torch, name) for name in _WATCHED}
 
     def intact(self) -> dict[str, bool]:
-        """Whether the bound event functions are still the ones torch exposes."""
-        t = self._torch
-        return {
-            "torch.cuda.Event.record": t.cuda.Event.record is self._record,
-            "torch.cuda.Event.elapsed_time": t.cuda.Event.elapsed_time is self._elapsed,
-            "torch.cuda.synchronize": t.cuda.synchronize is self._sync,
-        }
+        """Whether each CUDA timing function torch exposes is still the one bound at start-up."""
+        return {name: _lookup(self._torch, name) is fn for name, fn in self.originals.items()}
 
     def sync(self) -> None:
         self._sync()
@@ -142,7 +134,7 @@ class CudaTimer:
             g, out = graphs[rep % len(graphs)]
             self._flush.zero_()
             self._record(starts[rep])
-            g.replay()
+            self._replay(g)
             self._record(ends[rep])
             if rep in capture:
                 self._sync()
@@ -152,6 +144,18 @@ class CudaTimer:
         times = [self._elapsed(s, e) * 1e6 / replays for s, e in zip(starts, ends)]
         return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(sum(times)) * replays,
                            method=f"cuda-graph(replays={replays})+l2flush", captured=captured)
+
+
+_WATCHED = ("torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.synchronize",
+            "torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.stream",
+            "torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.CUDAGraph.replay")
+
+
+def _lookup(torch: Any, dotted: str) -> Any:
+    obj: Any = torch
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _clone(out: Any) -> Any:
