@@ -172,16 +172,18 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
                 max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
                 tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now()))
         replay = None
+        evaluator = svc.evaluator(t, store, proto)
         if parse_spec(tuner_spec).kind == "replay":
-            from atb_agent.replay import ReplayToolBox
+            from atb_agent.replay import RecordedEvaluator, ReplayToolBox, ReplayTunerEvaluator
             from transcripts import ReplayCursor
 
             recorded = read_transcript(parse_spec(tuner_spec).arg)
             replay = ReplayCursor(recorded.model_calls())
             toolbox = ReplayToolBox(toolbox, recorded.tool_calls())
+            evaluator = ReplayTunerEvaluator(evaluator, RecordedEvaluator(recorded))
         env = TuningEnvironment(
             campaign_id=recorder.campaign_id, task_id=t.id, task_brief=brief, budget=budget, seed=seed, toolbox=toolbox,
-            inbox=inbox, evaluator=svc.evaluator(t, store, proto), iterations=StoreIterationSink(recorder),
+            inbox=inbox, evaluator=evaluator, iterations=StoreIterationSink(recorder),
             transcript=writer, checkpoint_path=checkpoint_path or paths.checkpoints,
             max_output_tokens=proto.agent.max_output_tokens,
             max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,

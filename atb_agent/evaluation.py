@@ -36,9 +36,14 @@ class VerdictSummary(BaseModel):
     usable_ci: bool = False
     built: bool = True
     detail: dict[str, Any] = Field(default_factory=dict)
+    shown_to_model: str | None = Field(
+        default=None, description="replay as a tuner: the recorded verdict text the model was shown, while "
+                                  "the fields above are this run's fresh measurement")
 
     def for_model(self) -> str:
         """The verdict as the model reads it in its next observation."""
+        if self.shown_to_model is not None:
+            return self.shown_to_model
         if self.status == "no_submission":
             return f"no candidate was measured: {self.reason}"
         parts = [f"status: {self.status}", f"correct: {self.correct}"]

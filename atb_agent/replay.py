@@ -117,6 +117,21 @@ class FreshEvaluator:
         return self.recorded.evaluate(iteration, files)
 
 
+class ReplayTunerEvaluator:
+    """``replay:PATH`` as a tuner: every submission is measured afresh by the harness (that verdict is
+    what the campaign stores), but the model is shown the verdict text it was shown when the transcript
+    was recorded, so its next request stays byte-identical to the recording."""
+
+    def __init__(self, harness: Evaluator, recorded: RecordedEvaluator) -> None:
+        self.harness = harness
+        self.recorded = recorded
+
+    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary:
+        fresh = self.harness.evaluate(iteration, files)
+        shown = self.recorded.evaluate(iteration, files).for_model()
+        return fresh.model_copy(update={"shown_to_model": shown})
+
+
 class CheckingEvaluator:
     """Checks each submission's file hashes against the recording, then delegates."""
 

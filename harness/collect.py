@@ -232,6 +232,30 @@ class Collector:
     def _active_arms(self) -> list[str]:
         return [a for a in ARMS if self.workers[a] is not None]
 
+    def _ask_arms(self, cmd: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Send ``cmd`` to every live arm; a failing starting candidate is dropped, others raise."""
+        replies: dict[str, dict[str, Any]] = {}
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                replies[arm] = _ask(w, cmd)
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+        return replies
+
+    def _choose_cuda_method(self, prep: dict[str, dict[str, Any]]) -> None:
+        """One timing method for every arm of this seed: graph replay when any arm is a tiny kernel
+        (below ``graph_replay_below_us``) and every arm's graph captures; CUDA events otherwise."""
+        threshold_ns = self.protocol.timing.cuda.graph_replay_below_us * 1e3
+        if not any(float(prep[a]["est_ns"]) < threshold_ns for a in prep):
+            return
+        captured = self._ask_arms({"op": "capture", "graph": True})
+        if not all(bool(r.get("captured")) for r in captured.values()):
+            self._ask_arms({"op": "capture", "graph": False})
+
     def _time_seed(self, si: int, seed: int, n_buf: int, n_capture: int) -> None:
         prep: dict[str, dict[str, Any]] = {}
         for arm in self._active_arms():
@@ -243,6 +267,8 @@ class Collector:
                 if arm != "start":
                     raise
                 self._drop_start(exc.failure)
+        if self.backend == "cuda":
+            self._choose_cuda_method(prep)
         rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
                   if self.backend != "cuda" else self.protocol.timing.cuda.min_reps)
         block = {a: max(1, math.ceil(int(prep[a]["reps"]) / rounds)) for a in prep}

@@ -43,7 +43,7 @@ fi
 if ! docker info >/dev/null 2>&1; then
   DLOG="${ATB_DOCKERD_LOG:-/var/log/atb-dockerd.log}"
   log "starting dockerd (vfs), log: $DLOG"
-  nohup dockerd --storage-driver=vfs >"$DLOG" 2>&1 &
+  setsid nohup dockerd --storage-driver=vfs >"$DLOG" 2>&1 < /dev/null &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1

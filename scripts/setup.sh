@@ -44,9 +44,8 @@ if [[ -f sandbox/ci_setup.sh ]]; then
   bash sandbox/ci_setup.sh || log "sandbox setup failed: Docker-backed tests will report why"
 fi
 
-# --- llama.cpp's server and the tiny model (cached) ----------------------------------------------
+# --- llama.cpp's server (cached; engine trials write and cache their tiny model) ----------------------------------------------
 if .venv/bin/atb engine --help >/dev/null 2>&1; then
   .venv/bin/atb engine build llama-cpp >&2 || log "llama-server build failed: engine tests will report why"
-  .venv/bin/atb engine make-model >&2 || log "tiny model could not be written"
 fi
 log "ready: $ROOT/.venv/bin/atb"

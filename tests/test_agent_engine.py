@@ -1,7 +1,7 @@
 """An engine (flag) task through the LLM tuner end to end: the loopback server's scripted OpenAI turns
 call ``set_flags`` then ``submit`` on ``llamacpp-tiny-1t``, the tools run in the bubblewrap sandbox,
 every submission is measured by real ``llama-server`` processes against the engine's default launch,
-and ``atb compare`` reads the run against a seeded random search of the same task and budget.
+the transcript replays, and ``atb compare`` reads the run against a seeded random search of the same task and budget.
 
 Skipped with the reason when llama-server is not built (`atb engine build llama-cpp`) or bubblewrap
 cannot run here. About a minute on two shared cores (four engine trials of about ten seconds).
@@ -88,6 +88,18 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
             assert v.ci_low is not None and v.ci_high is not None and v.ci_low <= v.ratio <= v.ci_high
     assert [v.detail["config"] for v in verdicts] == [FIRST, SECOND]   # what set_flags wrote was launched
     assert any(v.ratio is not None for v in verdicts)  # real trials against the engine default happened
+
+    from atb_agent._engine_support import load_campaign_task
+    from atb_agent.replay import replay_transcript
+
+    services, task = HarnessServices("cpu", "bwrap"), load_campaign_task(TASK)
+    try:                                              # the engine transcript replays byte-for-byte
+        report = replay_transcript(Path(llm.outcome.detail["transcript"]),
+                                   toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox))
+    finally:
+        services.close()
+    assert report.requests_identical == report.model_calls == 3
+    assert report.submissions_checked == BUDGET and report.verdicts_reproduced
 
     rnd = run_campaign(TASK, "random", BUDGET, 1, db)
     assert rnd.campaign.kind == "engine" and rnd.iterations_recorded == BUDGET

@@ -44,7 +44,7 @@ def test_tasks_json_lists_the_native_suite() -> None:
     out = atb("tasks", "--json")
     assert out.returncode == 0, out.stderr
     obj = one_json_object(out.stdout)
-    names = {t["name"] for t in obj["tasks"]}
+    names = {t["id"] for t in obj["tasks"]}
     assert len(names) >= 12 and {"relu", "gelu", "softmax", "layernorm", "matmul"} <= names
 
 

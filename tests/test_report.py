@@ -29,7 +29,8 @@ def runs(tmp_path: Path) -> tuple[Path, str, str]:
         a = build_campaign(store, sid, [None, 1.05, None, 1.2, None], tag="a")
         b = build_campaign(store, sid, [1.1, 1.3, None, 1.5, 1.45], tuner="openai:scripted", tag="b",
                            calls=2, truncated=0)
-        store.add_report("retest", b, {"run": b, "held_out_ratio": 1.2, "backend": "mlx"}, PROTO.ref())
+        store.add_report("retest", b, {"run": b, "held_out": True, "home_ratio": 1.5, "held_out_ratio": 1.2,
+                                        "held_out_backend": "mlx", "label": "held out on mlx"}, PROTO.ref())
     return db, a, b
 
 
@@ -50,7 +51,7 @@ def test_report_writes_html_and_pngs_with_everything_a_reader_needs(runs: tuple[
     assert "2 / 5" in page and "4 / 5" in page                             # usable iterations per arm
     assert "Gate log" in page and "incorrect" in page and "truncated calls" in page
     # run a has no held-out leg and says so; run b's retest is shown
-    assert page.count("no held-out retest leg") == 1 and "held_out_ratio" in page
+    assert page.count("no held-out retest leg") == 1 and "held-out on mlx 1.200x" in page
 
 
 def test_report_labels_gate_failures_and_wide_intervals(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ WRONG_PORT = CANDIDATE.replace("mx.maximum(mx.addmm", "mx.minimum(mx.addmm")
 NO_PORT = CANDIDATE.split("def mlx_forward")[0]
 
 
-def build_run(d: Path, sources: list[str], attempts: int = 3) -> dict[str, Any]:
+def build_run(d: Path, sources: list[str], attempts: int = 6) -> dict[str, Any]:
     """A run recorded through the campaign recorder, each candidate measured by the harness here.
 
     On a shared 2-core machine a verdict's interval is sometimes too wide to be usable; the last

@@ -1,0 +1,63 @@
+"""The README's main job replays `transcripts/recorded/scripted-openai-docker.jsonl` as a tuner.
+
+If the tools, prompts or task brief drift from what that fixture recorded, the replay diverges and
+the main command breaks: this test catches that here, not on a user's fresh machine. Regenerate the
+fixture with `python tests/loopback/make_fixtures.py --docker` after such a change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atb_agent.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "transcripts" / "recorded" / "scripted-openai-docker.jsonl"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _docker_ready() -> None:
+    from protocol import load_protocol
+    from sandbox import SandboxUnavailableError, image_status
+    from sandbox._docker import docker_client
+
+    try:
+        client = docker_client()
+    except SandboxUnavailableError as exc:
+        pytest.skip(str(exc))
+    status = image_status(load_protocol().sandbox.image, client)
+    if not status.docker_image_present:
+        pytest.skip(f"sandbox image {status.tag} is not built (atb sandbox build)")
+
+
+def test_fixture_is_labelled_scripted() -> None:
+    header = json.loads(FIXTURE.read_text().splitlines()[0])
+    assert header["data"]["scripted"] is True and "not a real model" in header["data"]["label"]
+
+
+def test_replay_fixture_as_a_tuner_then_compare_with_random(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _docker_ready()
+    db = str(tmp_path / "atb.sqlite")
+    assert main(["run", "gelu", "--tuner", f"replay:{FIXTURE}", "--budget", "3", "--seed", "0", "--db", db, "--json"]) == 0
+    replay = json.loads(capsys.readouterr().out)
+    assert replay["iterations_recorded"] == 3 and replay["outcome"] == "completed"
+    assert main(["run", "gelu", "--tuner", "random", "--budget", "3", "--seed", "1", "--db", db, "--json"]) == 0
+    rand = json.loads(capsys.readouterr().out)
+    assert main(["compare", rand["run_id"], replay["run_id"], "--db", db, "--json"]) == 0
+    cmp = json.loads(capsys.readouterr().out)
+    assert cmp["budget"] == 3 and cmp["task_id"] == "gelu"
+    assert cmp["a"]["tuner_spec"] == "random" and cmp["b"]["tuner_spec"].startswith("replay:")
+    assert 0 <= cmp["a"]["usable_iterations"] <= 3 and 0 <= cmp["b"]["usable_iterations"] <= 3
+    assert cmp["verdict"] in {"a_better", "b_better", "within_noise", "uninformative_saturated", "no_usable_result"}
+
+
+def test_recorded_replay_of_the_fixture_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
+    _docker_ready()
+    assert main(["replay", str(FIXTURE), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is True and out["requests_identical"] == out["model_calls"] == 5
+    assert all(not v["moved"] for v in out["verdicts"])
