@@ -28,7 +28,7 @@ ATB_META = {'description': 'ReLU over a (batch, dim) activation.',
              '        return ${impl}\n'}
 
 batch_size = 128
-dim = 1024
+dim = 8192
 
 
 class Model(nn.Module):
