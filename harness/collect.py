@@ -333,6 +333,20 @@ class Collector:
                 rr = _ask(ref, {"op": "call", "seed": o.input_seed, "distribution": TASK_DISTRIBUTION, "save_path": rp})
                 self.out.comparisons.append(self._compare(rp, o.output_path, o.input_seed, TASK_DISTRIBUTION,
                                                           "timed", list(rr.get("equals_input", []))))
+        self._reuse_probe(ref)
+
+    def _reuse_probe(self, ref: Worker) -> None:
+        """One more timed-phase comparison: the candidate's answer after an input it has already seen
+        was rewritten in place (see the child's ``reuse_probe``), against the reference on the new
+        contents. A memoised answer fails it; the stale-output gate reads it like any timed output."""
+        cand = self.workers["candidate"]
+        assert cand is not None
+        seed_a, seed_b = draw_seed(), draw_seed()
+        cp, rp = self._path("cand-reuse"), self._path("ref-reuse")
+        _ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": cp})
+        rr = _ask(ref, {"op": "call", "seed": seed_b, "distribution": TASK_DISTRIBUTION, "save_path": rp})
+        self.out.comparisons.append(self._compare(rp, cp, seed_b, TASK_DISTRIBUTION, "timed",
+                                                  list(rr.get("equals_input", []))))
 
     def _integrity_of(self, arm: str) -> IntegrityFacts:
         w = self.workers[arm]

@@ -347,6 +347,29 @@ def _rotate(items: list[Any], offset: int) -> list[Any]:
     return items[k:] + items[:k]
 
 
+def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Call the model twice on one input object, then rewrite that object's contents in place (same
+    address, autograd version unchanged) and call it again; the parent checks this last output.
+
+    Why: timed repetitions on CPU repeat one input in an inner loop, so a model that memoises its
+    answer by input address or version looks fast while every answer it returns is right. Here such a
+    model returns its stored answer for contents that have changed, and the comparison fails.
+    """
+    large = float(CONFIG["large"])
+    inputs = make_inputs(torch, S.task.get_inputs, int(cmd["seed_a"]), TASK_DISTRIBUTION, large, DEVICE)
+    _forward(inputs)
+    _forward(inputs)
+    fresh = make_inputs(torch, S.task.get_inputs, int(cmd["seed_b"]), TASK_DISTRIBUTION, large, DEVICE)
+    with torch.no_grad():
+        for dst, src in zip(inputs, fresh):
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
+                dst.data.copy_(src)
+    out = _forward(inputs)
+    _sync()
+    torch.save(_to_saveable(out), cmd["save_path"])
+    return {"output_path": cmd["save_path"]}
+
+
 def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
     hashes = [tensor_sha256(torch, t) for t in S.buffers[0]] if S.buffers else []
     S.buffers, S.graphs = [], None
@@ -396,7 +419,8 @@ def _brief(exc: BaseException) -> str:
 
 
 _HANDLERS = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
-             "finish_seed": _cmd_finish_seed, "capture": _cmd_capture, "integrity": _cmd_integrity, "fingerprint": _cmd_fingerprint,
+             "finish_seed": _cmd_finish_seed, "capture": _cmd_capture,
+             "reuse_probe": _cmd_reuse_probe, "integrity": _cmd_integrity, "fingerprint": _cmd_fingerprint,
              "ceilings": _cmd_ceilings}
 
 
