@@ -101,6 +101,16 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     assert report.requests_identical == report.model_calls == 3
     assert report.submissions_checked == BUDGET and report.verdicts_reproduced
 
+    import json as _json
+    import subprocess
+    import sys
+
+    cli = subprocess.run([sys.executable, "-m", "atb_agent.cli", "replay", str(llm.outcome.detail["transcript"]),
+                          "--json"], capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stdout + cli.stderr   # `atb replay` loads the engine task too
+    replayed = _json.loads(cli.stdout)
+    assert replayed["requests_identical"] == 3 and replayed["ok"] is True
+
     rnd = run_campaign(TASK, "random", BUDGET, 1, db)
     assert rnd.campaign.kind == "engine" and rnd.iterations_recorded == BUDGET
     proto = load_protocol()

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from atb_agent.campaign import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.replay import replay_transcript
-    from harness.tasks import load_task
+    from atb_agent._engine_support import load_campaign_task
     from transcripts import TranscriptError, read_transcript
 
     path = Path(args.transcript)
@@ -41,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
         header = read_transcript(path).header
     except TranscriptError as exc:
         raise BadInput(f"{type(exc).__name__}: {exc}") from exc
-    task = load_task(header.task)
+    task = load_campaign_task(header.task)   # a kernel task or an engine (flag) task
     services = HarnessServices(args.backend)
+    services.bind_task(task)
     store = None
     try:
         fresh = None
