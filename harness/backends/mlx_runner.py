@@ -27,10 +27,11 @@ import json
 import os
 import subprocess
 import sys
-import time
+import traceback
 from pathlib import Path
 from typing import Any
 
+from harness.runner._serve import serve
 from harness.runner._worker import Worker
 
 MLX_PORT_FUNCTION = "mlx_forward"
@@ -90,6 +91,12 @@ class MlxWorker(Worker):
 
 
 # ============================================================================ the child process
+def _describe(exc: BaseException) -> tuple[str, str]:
+    """(error text, failure kind) for a handler's exception: the last frames of its traceback."""
+    text = "".join(traceback.format_exception(exc)[-3:])[-2000:]
+    return text, "import_error" if isinstance(exc, ImportError) else "exception"
+
+
 def _child() -> None:  # pragma: no cover - runs in the child; exercised through MlxWorker in tests
     import resource
 
@@ -101,7 +108,6 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
     os.dup2(2, 1)  # task or candidate prints go to the log, never to the reply pipe
 
     import importlib.util
-    import traceback
 
     import mlx.core as mx
     import numpy as np
@@ -229,33 +235,7 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
 
     handlers = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
     reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": getattr(mx, "__version__", "unknown")})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        cmd = json.loads(line)
-        op = cmd.get("op")
-        if op == "exit":
-            reply({"ok": True, "op": "exit"})
-            return
-        handler = handlers.get(str(op))
-        if handler is None:
-            reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
-            continue
-        t0 = time.monotonic()
-        try:
-            result = handler(cmd)
-        except MemoryError as exc:
-            result = {"ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}
-        except ImportError as exc:
-            result = {"ok": False, "error": "".join(traceback.format_exception(exc)[-3:])[-2000:],
-                      "failure_kind": "import_error"}
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-            result = {"ok": False, "error": "".join(traceback.format_exception(exc)[-3:])[-2000:],
-                      "failure_kind": "exception"}
-        result.setdefault("ok", True)
-        result["op"] = op
-        result["handler_s"] = time.monotonic() - t0
-        reply(result)
+    serve(handlers, reply, _describe, time_handlers=True)
 
 
 if __name__ == "__main__":

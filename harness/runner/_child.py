@@ -30,7 +30,6 @@ if CONFIG.get("memory_bytes", 0) > 0:
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
 
 import importlib.util  # noqa: E402
-import math  # noqa: E402
 
 import torch  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
@@ -39,6 +38,7 @@ from harness.runner._inputs import TASK_DISTRIBUTION, buffer_seed, make_inputs, 
 from harness.timing import _cpu  # noqa: E402
 from harness.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.timing._clock import time_functions_intact  # noqa: E402
+from harness.runner._serve import serve  # noqa: E402
 
 BACKEND: str = CONFIG["backend"]
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
@@ -432,32 +432,17 @@ def _reply(obj: dict[str, Any]) -> None:
         view = view[n:]
 
 
+def _describe(exc: BaseException) -> tuple[str, str]:
+    """(error text, failure kind) for a handler's exception."""
+    if isinstance(exc, ImportError):
+        return _brief(exc), "import_error"
+    return _brief(exc), _kind_of(exc)
+
+
 def main() -> None:
     _reply({"ok": True, "op": "ready", "pid": os.getpid(), "torch_version": torch.__version__,
             "threads": torch.get_num_threads(), "device": DEVICE})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        cmd = json.loads(line)
-        op = cmd.get("op")
-        if op == "exit":
-            _reply({"ok": True, "op": "exit"})
-            return
-        handler = _HANDLERS.get(str(op))
-        if handler is None:
-            _reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
-            continue
-        try:
-            result = handler(cmd)
-        except MemoryError as exc:
-            result = {"ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}
-        except ImportError as exc:
-            result = {"ok": False, "error": _brief(exc), "failure_kind": "import_error"}
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-            result = {"ok": False, "error": _brief(exc), "failure_kind": _kind_of(exc)}
-        result.setdefault("ok", True)
-        result["op"] = op
-        _reply(result)
+    serve(_HANDLERS, _reply, _describe)
 
 
 if __name__ == "__main__":
