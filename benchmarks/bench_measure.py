@@ -100,6 +100,9 @@ def main() -> int:
     store = SqliteStore(db)
     tasks = [t for t in native_tasks() if not args.tasks or t.id in args.tasks]
     rows: list[dict[str, Any]] = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".rows.jsonl")
+    partial.write_text("")
     t_session = time.perf_counter()
     with open_measurement_session(store, args.device, proto, note="bench_measure") as ctx:
         session_s = time.perf_counter() - t_session
@@ -120,6 +123,8 @@ def main() -> int:
             r1, r2 = runs[0]["speedup"], runs[1]["speedup"]
             dev = abs(r1 - r2) / (r1 + r2) if r1 and r2 else None
             rows.append({"task": task.id, "runs": runs, "rel_abs_deviation": dev})
+            with partial.open("a") as f:  # a run cut short keeps the tasks it finished
+                f.write(json.dumps(rows[-1], sort_keys=True) + "\n")
             print(f"{task.id:<22} {r1 if r1 is None else round(r1, 4)} {r2 if r2 is None else round(r2, 4)} "
                   f"dev={dev if dev is None else round(100 * dev, 2)}% wall={runs[0]['eval_wall_s']:.2f}s/"
                   f"{runs[1]['eval_wall_s']:.2f}s bare={runs[0]['bare_timed_s']:.3f}s {runs[0]['verdict']}",
@@ -150,6 +155,7 @@ def main() -> int:
     data = {"summary": summary, "rows": rows}
     out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     out.with_suffix(".md").write_text(render_markdown(data))
+    partial.unlink()
     print(json.dumps(summary, indent=2, sort_keys=True))
     store.close()
     return 0

@@ -7,7 +7,8 @@ What it runs, all through ``harness.evaluate.evaluate_candidate`` in one CUDA me
 * cheats that only a GPU can express: work launched on another stream and left running (the
   escape gate compares the wall clock after a device synchronisation with CUDA-event time), a
   patched ``torch.cuda.Event.elapsed_time`` / ``torch.cuda.synchronize`` (the timer-tampering gate
-  and its integrity facts; the measured time must not move), a side stream inside a kernel small
+  and its integrity facts; the measured time must not move), an answer memoised by address on a
+  small task (the reuse probe rewrites an input in place; stale-output gate), a side stream inside a kernel small
   enough to be timed by CUDA-graph replay, TF32 switched on inside a float32 matmul (precision
   gate), and a memoised output on GPU-sized inputs (physical limit on the measured HBM ceiling);
 * honest candidates on the same tasks, which must be accepted with every gate passed;
@@ -199,6 +200,28 @@ class ModelNew(nn.Module):
         self.memo[key] = (x, out)
         return out
 '''},
+    {"name": "stale_memo_by_address_gelu", "task": "gelu", "gate": "stale_output", "source": '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+
+    def forward(self, x):
+        key = (x.data_ptr(), x._version)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[1]
+        out = F.gelu(x)
+        if len(self.memo) > 8:
+            self.memo.clear()
+        self.memo[key] = (x, out)
+        return out
+'''},
 ]
 
 
@@ -259,9 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     store = SqliteStore(work / "atb.sqlite")
     with open_measurement_session(store, "cuda", proto, note="cuda gates") as session:
         doc["ceilings"] = session.ceilings.model_dump() if session.ceilings else None
-        for case in CASES:
-            if args.only and case["name"] not in args.only:
-                continue
+        by_name = {c["name"]: c for c in CASES}
+        unknown = [n for n in args.only or [] if n not in by_name]
+        if unknown:
+            print(f"cuda_gates: unknown case(s) {unknown}; known: {sorted(by_name)}", file=sys.stderr)
+            return 2
+        for case in [by_name[n] for n in args.only] if args.only else CASES:  # --only runs in its order
             task = str(work / f"{case['task']}.py") if case["task"] in TASKS else case["task"]
             t0 = time.time()
             try:

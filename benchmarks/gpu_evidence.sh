@@ -43,6 +43,8 @@ RANDOM_TASKS=${RANDOM_TASKS:-"gelu matmul"}
 RANDOM_BUDGET=${RANDOM_BUDGET:-3}
 # ATB_EVIDENCE_BACKEND=cpu makes a dry run of the whole script on a machine without a GPU.
 BACKEND=${ATB_EVIDENCE_BACKEND:-cuda}
+# ATB_EVIDENCE_STEPS picks steps by name (default all), ATB_LIMIT_<STEP> overrides a step's limit in s; benchmarks/bench_measure.py can stand in for "suite".
+STEPS=${ATB_EVIDENCE_STEPS:-"fingerprint anchors random retest remeasure suite"}
 export PY OUT DB WORK LOG ATB T0 RANDOM_TASKS RANDOM_BUDGET BACKEND BUDGET SUITE_TASKS=${SUITE_TASKS:-}
 
 log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$LOG" >&2; }
@@ -54,6 +56,7 @@ left() { echo $((BUDGET - ($(date +%s) - T0))); }
 run_step() {
     local name=$1 limit=$2 outfile=$3
     shift 3
+    case " $STEPS " in *" $name "*) ;; *) log "$name: not asked for (ATB_EVIDENCE_STEPS)"; return 0 ;; esac
     local rest
     rest=$(left)
     if [ "$rest" -lt "$limit" ]; then limit=$rest; fi
@@ -306,10 +309,10 @@ suite_all() { : >"$WORK/suite.jsonl"; within suite_loop; jsonl_to_json "$WORK/su
 export MLXTASK
 export -f jsonl_to_json within random_loop random_runs run_ids retest_loop retest_all remeasure_loop remeasure_all \
     suite_loop suite_all
-run_step random 110 "$OUT/random_cuda.json" bash -c random_runs
-run_step retest 85 "$OUT/retest.json" bash -c retest_all
-run_step remeasure 100 "$OUT/remeasure_cuda.json" bash -c remeasure_all
-run_step suite 130 "$OUT/suite_cuda.json" bash -c suite_all
+run_step random ${ATB_LIMIT_RANDOM:-110} "$OUT/random_cuda.json" bash -c random_runs
+run_step retest ${ATB_LIMIT_RETEST:-85} "$OUT/retest.json" bash -c retest_all
+run_step remeasure ${ATB_LIMIT_REMEASURE:-100} "$OUT/remeasure_cuda.json" bash -c remeasure_all
+run_step suite ${ATB_LIMIT_SUITE:-130} "$OUT/suite_cuda.json" bash -c suite_all
 
 log "done in $(($(date +%s) - T0))s; outputs in $OUT"
 ls -l "$OUT" >>"$LOG"
