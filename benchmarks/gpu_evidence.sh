@@ -16,9 +16,11 @@
 #
 # Outputs (7 files, one folder): $OUT/{fingerprint,anchors,random_cuda,retest,remeasure_cuda,suite_cuda}.json
 # and $OUT/log.txt. Total runtime is capped at $ATB_EVIDENCE_BUDGET_S (default 470 s, under 8 minutes): each step gets
-# min(its own limit, what is left). Measured on the H200 with RANDOM_TASKS=gelu RANDOM_BUDGET=2 and two
-# suite tasks: 238 s. Copy $OUT/*.json to benchmarks/results/h200/ and run
-# `python benchmarks/render_results.py --write README.md` to regenerate the README's results section.
+# min(its own limit, what is left; ATB_LIMIT_<STEP> overrides the limit), and ATB_EVIDENCE_STEPS runs a subset.
+# On the H200, one iteration of random search costs ~15 s, one retest leg ~13 s and one re-measured
+# verdict ~14 s; benchmarks/results/h200/README.md lists the settings of the committed run. Copy
+# $OUT/*.json to benchmarks/results/h200/ and run `python benchmarks/render_results.py --write README.md`
+# to regenerate the README's results section.
 #
 # Environment: python3.12 with torch (CUDA build). The project's other imports are pydantic, pyyaml,
 # numpy and, for the MLX leg, mlx (the Linux CPU wheel: mlx + mlx-cpu). If $WHEELS (default ./.whl)
@@ -47,7 +49,12 @@ BACKEND=${ATB_EVIDENCE_BACKEND:-cuda}
 STEPS=${ATB_EVIDENCE_STEPS:-"fingerprint anchors random retest remeasure suite"}
 export PY OUT DB WORK LOG ATB T0 RANDOM_TASKS RANDOM_BUDGET BACKEND BUDGET SUITE_TASKS=${SUITE_TASKS:-}
 
-log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$LOG" >&2; }
+# log MSG: to the log file, and to stderr unless stderr already is the log file (inside a step).
+log() {
+    local m="[$(($(date +%s) - T0))s] $*"
+    echo "$m" >>"$LOG"
+    [ /dev/stderr -ef "$LOG" ] || echo "$m" >&2
+}
 
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 

@@ -20,7 +20,7 @@ def _render_module() -> ModuleType:
 
 
 def test_render_from_gpu_evidence_outputs(tmp_path: Path) -> None:
-    src = ROOT / "benchmarks" / "results" / "h200_validation"
+    src = ROOT / "benchmarks" / "results" / "h200"
     shutil.copytree(src, tmp_path / "h200")
     text = _render_module().render(tmp_path)
     anchors = json.loads((src / "anchors.json").read_text())
