@@ -1,6 +1,6 @@
 """Exercise the CUDA-specific anti-cheat gates on a real GPU and write the outcomes as JSON.
 
-    python benchmarks/cuda_gates.py benchmarks/results/cuda_gates_h200.json [--only NAME ...]
+    python benchmarks/cuda_gates.py benchmarks/results/h200/cuda_gates_run1.json [--only NAME ...]
 
 What it runs, all through ``harness.evaluate.evaluate_candidate`` in one CUDA measurement session:
 

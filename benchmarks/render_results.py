@@ -148,6 +148,20 @@ def section_retest(doc: Any) -> list[str]:
     return out + [""]
 
 
+def section_retest_recorded(docs: list[Any]) -> list[str]:
+    """``retest_recorded.py``: held-out legs measured later, on another machine, from a results file."""
+    out: list[str] = []
+    for d in docs:
+        if not isinstance(d, dict) or "task_id" not in d:
+            continue
+        dev = (d.get("leg", {}).get("device") or {}).get("cpu_model", d.get("held_out_backend"))
+        out.append(f"- {d['task_id']}: home {_x(d['home_ratio'])} {_ci(d.get('home_ci'))} on the H200, held-out "
+                   f"{_x(d.get('held_out_ratio'))} {_ci(d.get('held_out_ci'))} on {d['held_out_backend']} ({dev}, "
+                   f"the development machine; `benchmarks/retest_recorded.py`, candidate `{d['candidate_sha256'][:12]}` "
+                   "re-rendered from the run's knobs and checked against the recorded sha256)")
+    return out + [""] if out else []
+
+
 def section_measure(doc: Any, title: str) -> list[str]:
     """``bench_measure.py``: every native task's starting candidate evaluated twice in one session."""
     if not isinstance(doc, dict) or "summary" not in doc:
@@ -229,6 +243,7 @@ def render(results: Path = RESULTS) -> str:
         lines += ["**Re-measurement in a fresh session** (same device)", ""]
         lines += section_remeasure(_load(h200 / "remeasure_cuda.json"), "H200")
         lines += ["**Held-out retest of the H200's certified best**", ""] + section_retest(_load(h200 / "retest.json"))
+        lines += section_retest_recorded([_load(p) for p in sorted(h200.glob("retest_*_on_*.json"))])
         gate_docs = [_load(p) for p in sorted(h200.glob("cuda_gates*.json"))]
         if gate_docs:
             lines += section_cuda_gates(gate_docs)

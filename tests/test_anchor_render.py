@@ -29,6 +29,9 @@ def test_render_from_gpu_evidence_outputs(tmp_path: Path) -> None:
     for run in json.loads((src / "random_cuda.json").read_text())["runs"]:
         assert f"| {run['task']} | {run['usable_iterations']} / {run['budget']} |" in text
     assert "held-out" in text.lower() and "### H200" in text
+    for extra in src.glob("retest_*_on_*.json"):  # legs measured later from the results file
+        d = json.loads(extra.read_text())
+        assert f"- {d['task_id']}: home {d['home_ratio']:.3f}x" in text and d["candidate_sha256"][:12] in text
 
 
 def test_a_failed_step_is_shown_not_skipped(tmp_path: Path) -> None:
