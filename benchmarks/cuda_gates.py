@@ -200,28 +200,9 @@ class ModelNew(nn.Module):
         self.memo[key] = (x, out)
         return out
 '''},
-    {"name": "stale_memo_by_address_gelu", "task": "gelu", "gate": "stale_output", "source": '''
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.memo = {}
-
-    def forward(self, x):
-        key = (x.data_ptr(), x._version)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit[1]
-        out = F.gelu(x)
-        if len(self.memo) > 8:
-            self.memo.clear()
-        self.memo[key] = (x, out)
-        return out
-'''},
+    # the CPU red-team cheat, unchanged: on the GPU it must be caught by the same reuse probe
+    {"name": "stale_memo_by_address_gelu", "task": "gelu", "gate": "stale_output",
+     "source_file": "tests/redteam/cheats/stale_memo_by_address.py"},
 ]
 
 
@@ -291,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             task = str(work / f"{case['task']}.py") if case["task"] in TASKS else case["task"]
             t0 = time.time()
             try:
-                r = evaluate_candidate(task, case["source"].lstrip(), store=store, session=session)
+                source = case["source"] if "source" in case else (ROOT / case["source_file"]).read_text()
+                r = evaluate_candidate(task, source.lstrip(), store=store, session=session)
             except Exception as exc:  # noqa: BLE001 - record and go on with the next case
                 doc["cases"].append({"name": case["name"], "error": f"{type(exc).__name__}: {exc}"})
                 out_path.write_text(json.dumps(doc, indent=2))

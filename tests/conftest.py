@@ -26,3 +26,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     report.outcome = "failed"
     report.longrepr = f"CI=true but a service this test needs is missing (was a skip): {reason}"
+
+
+@pytest.fixture
+def docker_sandbox_ready() -> None:
+    """Skip (a failure under ``CI=true``) unless dockerd answers and the sandbox image is built."""
+    from protocol import load_protocol
+    from sandbox import SandboxUnavailableError, image_status
+    from sandbox._docker import docker_client
+
+    try:
+        client = docker_client()
+    except SandboxUnavailableError as exc:
+        pytest.skip(str(exc))
+    status = image_status(load_protocol().sandbox.image, client)
+    if not status.docker_image_present:
+        pytest.skip(f"sandbox image {status.tag} is not built (atb sandbox build)")

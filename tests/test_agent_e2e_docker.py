@@ -17,22 +17,7 @@ from loopback.scripts import three_iterations
 from atb_agent.campaign import HarnessServices, run_campaign
 from atb_agent.replay import replay_transcript
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _docker_ready() -> None:
-    from protocol import load_protocol
-    from sandbox import SandboxUnavailableError, image_status
-    from sandbox._docker import docker_client
-
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
-        pytest.skip(str(exc))
-    status = image_status(load_protocol().sandbox.image, client)
-    if not status.docker_image_present:
-        pytest.skip(f"sandbox image {status.tag} is not built (atb sandbox build)")
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_sandbox_ready")]
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 from types import ModuleType
 
+from benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _render_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_results", ROOT / "benchmarks" / "render_results.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("render_results")
 
 
 def test_render_from_gpu_evidence_outputs(tmp_path: Path) -> None:

@@ -20,27 +20,13 @@ FIXTURE = ROOT / "transcripts" / "recorded" / "scripted-openai-docker.jsonl"
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def _docker_ready() -> None:
-    from protocol import load_protocol
-    from sandbox import SandboxUnavailableError, image_status
-    from sandbox._docker import docker_client
-
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
-        pytest.skip(str(exc))
-    status = image_status(load_protocol().sandbox.image, client)
-    if not status.docker_image_present:
-        pytest.skip(f"sandbox image {status.tag} is not built (atb sandbox build)")
-
-
 def test_fixture_is_labelled_scripted() -> None:
     header = json.loads(FIXTURE.read_text().splitlines()[0])
     assert header["data"]["scripted"] is True and "not a real model" in header["data"]["label"]
 
 
+@pytest.mark.usefixtures("docker_sandbox_ready")
 def test_replay_fixture_as_a_tuner_then_compare_with_random(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _docker_ready()
     db = str(tmp_path / "atb.sqlite")
     assert main(["run", "gelu", "--tuner", f"replay:{FIXTURE}", "--budget", "3", "--seed", "0", "--db", db, "--json"]) == 0
     replay = json.loads(capsys.readouterr().out)
@@ -55,8 +41,8 @@ def test_replay_fixture_as_a_tuner_then_compare_with_random(tmp_path: Path, caps
     assert cmp["verdict"] in {"a_better", "b_better", "within_noise", "uninformative_saturated", "no_usable_result"}
 
 
+@pytest.mark.usefixtures("docker_sandbox_ready")
 def test_recorded_replay_of_the_fixture_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
-    _docker_ready()
     assert main(["replay", str(FIXTURE), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is True and out["requests_identical"] == out["model_calls"] == 5

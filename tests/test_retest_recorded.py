@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_RUNS = ROOT / "benchmarks" / "results" / "h200" / "random_cuda.json"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("retest_recorded", ROOT / "benchmarks" / "retest_recorded.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("retest_recorded")
 
 
 def _swish_run() -> dict:
