@@ -45,6 +45,25 @@ def rebuild_workspace(ctx: AgentContext, upto_seq: int) -> int:
     return done
 
 
+def checkpointed_transcript_seq(checkpoint_path: Path, thread_id: str) -> int | None:
+    """The transcript position the last checkpoint of ``thread_id`` stands at (records from there on
+    will be voided on resume), or None when the thread has no checkpoint."""
+    if not checkpoint_path.exists():
+        return None
+    with closing(sqlite3.connect(str(checkpoint_path), check_same_thread=False)) as conn:
+        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+        snapshot = graph.get_state({"configurable": {"thread_id": thread_id}})
+        if not snapshot.values:
+            return None
+        return int(cast(TunerState, snapshot.values)["transcript_seq"])
+
+
+def replayed_calls_before(transcript_path: Path, upto_seq: int) -> int:
+    """Model calls a replay tuner had been served before ``upto_seq`` (live records only): where a
+    resumed replay's cursor must stand so its next request meets the next recorded call."""
+    return sum(1 for env in read_transcript(transcript_path).live if env.kind == "model_call" and env.seq < upto_seq)
+
+
 def run_graph(ctx: AgentContext, *, checkpoint_path: Path, thread_id: str, budget: int) -> TunerState:
     """Run (or resume) the graph for ``thread_id`` to the end of its budget and return the final state.
 

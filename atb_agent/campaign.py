@@ -4,7 +4,10 @@ For ``random`` it delegates to the harness's seeded random search (``random_sear
 (``openai:``/``anthropic:``), ``replay:PATH`` and entry-point tuners it opens one measurement session,
 a campaign in the store, a sandbox with the tools, and a transcript, then lets the tuner spend the
 budget. An interrupted run (killed, or stopped by an error) stays open: calling ``run_campaign`` again
-with ``resume=CAMPAIGN_ID`` continues from the graph's checkpoint, storing every iteration once.
+with ``resume=CAMPAIGN_ID`` continues from the graph's checkpoint, storing every iteration once, in a
+measurement session of its own attached to the campaign (same device, same protocol; each verdict's
+ratio stays within one session). A ``replay:PATH`` run resumes too: its recorded-call cursor is put
+where the checkpoint stands. A resume that is refused opens no session.
 The finished campaign is marked an infrastructure defect when too many model calls were truncated.
 """
 
@@ -25,12 +28,11 @@ from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
 from atb_agent.tuners import (
-    GraphTuner,
-    ProviderKind,
     Tuner,
     TuningEnvironment,
+    campaign_config_of,
+    graph_tuner_from_header,
     parse_spec,
-    provider_factory,
     resolve_tuner,
     tool_definitions_sha256,
 )
@@ -42,7 +44,9 @@ class CampaignServices(Protocol):
     measurement session and evaluation, the sandbox and its tools); tests may give scripted ones."""
 
     def open_session(self, store: Any, protocol: Any, resume_session_id: str | None) -> str:
-        """Open (or, for a resume, reattach to) a measurement session and return its id."""
+        """Open a measurement session and return its id. For a resume, ``resume_session_id`` is the
+        campaign's first session: refuse (before opening anything) when this device is not its device.
+        The id returned may be a new session (the caller attaches it to the campaign) or that one."""
         ...
 
     def evaluator(self, task: Any, store: Any, protocol: Any) -> Evaluator: ...
@@ -95,8 +99,7 @@ def _tuner_for(spec: str, base_url: str | None) -> Tuner:
     if header.provider not in ("openai", "anthropic"):
         raise CampaignError(f"{parsed.arg} records provider {header.provider!r}; only openai and anthropic "
                             "transcripts can be replayed as a tuner")
-    kind: ProviderKind = header.provider  # type: ignore[assignment]
-    return GraphTuner(spec, kind, header.model, provider_factory(kind, header.model, header.base_url), header.base_url)
+    return graph_tuner_from_header(spec, header)
 
 
 def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, store_path: str | Path, *,
@@ -140,22 +143,25 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
     if isinstance(svc, BindsTask):
         svc.bind_task(t)
     try:
-        if resume is not None and parse_spec(tuner_spec).kind == "replay":
-            raise CampaignError("a replay:PATH campaign cannot be resumed; start it again (it needs no model)")
         if resume is not None:
             recorder = CampaignRecorder.resume(store, proto, resume)
             info = recorder.info
             if (info.task_id, info.tuner_spec, info.budget, info.seed) != (t.id, tuner_spec, budget, seed):
                 raise CampaignError(f"campaign {resume} is task {info.task_id!r}, tuner {info.tuner_spec!r}, budget "
                                     f"{info.budget}, seed {info.seed}; resume it with the same arguments")
-            svc.open_session(store, proto, info.session_id)
+            if recorder.finished():
+                return recorder.summary()          # nothing left to measure: open no session
+            # A resumed run measures in a session of its own (the killed run's workers are gone), on the
+            # campaign's device, attached to the campaign before anything is measured in it.
+            recorder.attach_session(svc.open_session(store, proto, info.session_id))
         else:
             session_id = svc.open_session(store, proto, None)
             extra = engine_campaign_config(t) if is_engine(t) else {}
             recorder = CampaignRecorder.open(store, proto, task_id=t.id, kind=subject_kind(t), tuner_spec=tuner_spec,
                                              seed=seed, budget=budget, session_id=session_id,
                                              preregistration_id=preregistration_id, arm=arm,
-                                             config={**(config or {}), **extra, "base_url": base_url or "",
+                                             config={**(config or {}), **extra, **campaign_config_of(tuner),
+                                                     "base_url": base_url or "",
                                                      "scripted": scripted})
         paths = default_paths(store_file, recorder.campaign_id)
         inbox = SubmissionInbox()
@@ -170,7 +176,8 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
                 campaign_id=recorder.campaign_id, protocol_version=proto.version, protocol_sha256=proto.sha256,
                 max_output_tokens=proto.agent.max_output_tokens,
                 max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
-                tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now()))
+                tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now(),
+                text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server))
         replay = None
         evaluator = svc.evaluator(t, store, proto)
         if parse_spec(tuner_spec).kind == "replay":
@@ -179,6 +186,13 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
 
             recorded = read_transcript(parse_spec(tuner_spec).arg)
             replay = ReplayCursor(recorded.model_calls())
+            if resume is not None:
+                # The graph resumes from its checkpoint: the recorded calls served before it are done.
+                from atb_agent._runner import checkpointed_transcript_seq, replayed_calls_before
+
+                at = checkpointed_transcript_seq(checkpoint_path or paths.checkpoints, recorder.campaign_id)
+                if at is not None:
+                    replay.served = replayed_calls_before(writer.path, at)
             toolbox = ReplayToolBox(toolbox, recorded.tool_calls())
             evaluator = ReplayTunerEvaluator(evaluator, RecordedEvaluator(recorded))
         env = TuningEnvironment(
@@ -221,8 +235,11 @@ class HarnessServices:
         self._engine_task = task if is_engine(task) else None
 
     def open_session(self, store: Any, protocol: Any, resume_session_id: str | None) -> str:
-        """A new session, or for a resume the campaign's own session (the device must be unchanged:
-        ratios are only ever taken within one session on one device).
+        """A new measurement session. For a resume (``resume_session_id`` is the campaign's first
+        session) the device must be the campaign's: its fingerprint is checked in this process before
+        the session is opened, so a refused resume opens nothing. A kernel campaign's resumed run
+        measures in this new session (the caller attaches it to the campaign); an engine campaign,
+        whose session holds no workers, measures on in its own.
 
         Raises:
             CampaignError: the device's fingerprint differs from the resumed session's.
@@ -232,15 +249,15 @@ class HarnessServices:
             self._session = open_engine_campaign_session(store, protocol, self._engine_task,
                                                          self.backend, resume_session_id)  # type: ignore[arg-type]
             return str(self._session.session_id)
+        from harness.device import device_fingerprint
         from harness.session import open_measurement_session
 
-        self._session = open_measurement_session(store, self.backend, protocol)  # type: ignore[arg-type]
         if resume_session_id is not None:
             stored = store.session(resume_session_id)["device_sha256"]
-            if stored != self._session.device_sha256:
+            if stored != device_fingerprint(self.backend, protocol).sha256:  # type: ignore[arg-type]
                 raise CampaignError(f"session {resume_session_id} ran on another device fingerprint; a campaign "
                                     "resumes only on the device it started on")
-            self._session.session_id = resume_session_id
+        self._session = open_measurement_session(store, self.backend, protocol)  # type: ignore[arg-type]
         return str(self._session.session_id)
 
     def evaluator(self, task: Any, store: Any, protocol: Any) -> Evaluator:

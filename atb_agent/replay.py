@@ -39,7 +39,7 @@ from transcripts import (
 from atb_agent.errors import ReplayDivergence
 from atb_agent.evaluation import Evaluator, MemoryIterationSink, VerdictSummary, file_hashes
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
-from atb_agent.tuners import GraphTuner, ProviderKind, TuningEnvironment, provider_factory
+from atb_agent.tuners import TuningEnvironment, graph_tuner_from_header
 
 ToolBoxFactory = Callable[[SubmissionInbox, str], ToolBoxLike]  # (submit callback, task brief) -> toolbox
 
@@ -223,9 +223,7 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
             max_output_tokens=header.max_output_tokens,
             max_tool_calls_per_iteration=header.max_tool_calls_per_iteration,
             model_timeout_s=proto.agent.model_timeout_s, replay=cursor)
-        kind: ProviderKind = header.provider  # type: ignore[assignment]
-        tuner = GraphTuner(header.tuner_spec, kind, header.model, provider_factory(kind, header.model, header.base_url),
-                           header.base_url)
+        tuner = graph_tuner_from_header(header.tuner_spec, header)
         try:
             tuner.run(env)
         except RequestMismatch as exc:
@@ -265,6 +263,20 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
         tool_output_differences=tools.output_differences, submissions_checked=len(checking.checked), verdicts=moves,
         verdicts_reproduced=reproduced, environment_differences=cursor.environment_differences,
         protocol_sha256_recorded=header.protocol_sha256, protocol_sha256_now=proto.sha256)
+
+
+def replay_mcp_log(path: Path | str, *, toolbox_factory: Callable[..., Any], evaluator: Evaluator) -> Any:
+    """The MCP branch of ``atb replay``: an MCP call log (``atb mcp serve``) has no model calls to serve back,
+    so its tool calls are re-executed against a fresh sandbox (``toolbox_factory(submit, brief)``) and
+    every submission measured afresh by ``evaluator``. Returns an ``atb_agent.mcp.McpReplayReport``.
+
+    Raises:
+        McpLogError / McpLogTampered: the log cannot be read or fails verification.
+        ReplayDivergence: a submission's files differ from the logged ones.
+    """
+    from atb_agent.mcp._replay import replay_call_log
+
+    return replay_call_log(path, toolbox_factory=toolbox_factory, evaluator=evaluator)
 
 
 __all__ = ["CheckingEvaluator", "FreshEvaluator", "RecordedEvaluator", "ReplayReport", "ReplayToolBox", "ReplayedOutcome",

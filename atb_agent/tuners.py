@@ -49,12 +49,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from transcripts import ReplayCursor, TranscriptWriter
+from transcripts import HeaderData, ModelServerData, ReplayCursor, TranscriptWriter
 
 from atb_agent._iteration import encode_files, force_submission, measure_submission
 from atb_agent.errors import TunerSpecError
 from atb_agent.evaluation import Evaluator, IterationSink, IterationUsageCounts, VerdictSummary
-from atb_agent.graph import SYSTEM_PROMPT, AgentContext, ExchangeRecorder, SubmissionInbox, ToolBoxLike
+from atb_agent.graph import (
+    PROMPT_SMALL_MODEL, PROMPT_STANDARD, PROMPT_VARIANTS, AgentContext, ExchangeRecorder, SubmissionInbox,
+    ToolBoxLike, system_prompt,
+)
 from atb_agent.providers import AnthropicProvider, OpenAIProvider, Provider
 
 ENTRY_POINT_GROUP = "autotunebench.tuners"
@@ -68,6 +71,9 @@ class TunerIdentity(BaseModel):
     provider: str
     model: str = ""
     base_url: str = ""
+    text_protocol: str = ""
+    prompt: str = ""
+    model_server: ModelServerData | None = None
 
 
 class RunCounts(BaseModel):
@@ -136,14 +142,23 @@ ProviderKind = Literal["openai", "anthropic"]
 ProviderFactory = Callable[[ExchangeRecorder, ReplayCursor | None, float], Provider]
 
 
-def provider_factory(kind: ProviderKind, model: str, base_url: str | None) -> ProviderFactory:
-    """Build providers of ``kind`` later, once the transcript sink and replay cursor exist."""
-    cls = OpenAIProvider if kind == "openai" else AnthropicProvider
+LOCAL_MODEL_KEY = "no-key-needed-for-a-model-served-here"
+PROMPT_ENV = "ATB_PROMPT"
 
-    def make(sink: ExchangeRecorder, replay: ReplayCursor | None, timeout_s: float) -> Provider:
-        return cls(model, sink=sink, timeout_s=timeout_s, base_url=base_url, replay=replay)
 
-    return make
+def provider_factory(kind: ProviderKind, model: str, base_url: str | None, *, local: bool = False) -> ProviderFactory:
+    """Build providers of ``kind`` later, once the transcript sink and replay cursor exist. ``local``: the
+    endpoint is a model served here by ``atb model serve`` (OpenAI-compatible, no key)."""
+    if kind == "openai":
+        def make(sink: ExchangeRecorder, replay: ReplayCursor | None, timeout_s: float) -> Provider:
+            return OpenAIProvider(model, sink=sink, timeout_s=timeout_s, base_url=base_url, replay=replay,
+                                  api_key=LOCAL_MODEL_KEY if local else None)
+        return make
+
+    def make_anthropic(sink: ExchangeRecorder, replay: ReplayCursor | None, timeout_s: float) -> Provider:
+        return AnthropicProvider(model, sink=sink, timeout_s=timeout_s, base_url=base_url, replay=replay)
+
+    return make_anthropic
 
 
 def require_api_key(kind: ProviderKind) -> None:
@@ -173,36 +188,68 @@ def default_base_url(kind: ProviderKind, base_url: str | None) -> str:
 
 
 class GraphTuner:
-    """The LangGraph tuner around one provider (built-in ``openai:`` / ``anthropic:`` specs)."""
+    """The LangGraph tuner around one provider (built-in ``openai:`` / ``anthropic:`` specs).
 
-    def __init__(self, spec: str, kind: str, model: str, make_provider: ProviderFactory, base_url: str = "") -> None:
+    ``served`` is set when the endpoint is a model served here by ``atb model serve``: every request
+    then carries the run's seed (``request_seed``, else the campaign's) and the server's declared
+    temperature, the output cap is the server's (at most the protocol's), and the declared
+    ``text_protocol`` and the ``prompt`` variant apply. All four are recorded in the transcript header,
+    from which a replay rebuilds the same tuner (:func:`graph_tuner_from_header`).
+    """
+
+    def __init__(self, spec: str, kind: str, model: str, make_provider: ProviderFactory, base_url: str = "", *,
+                 served: ModelServerData | None = None, text_protocol: str = "", prompt: str = PROMPT_STANDARD,
+                 request_seed: int | None = None) -> None:
         self.spec = spec
         self.kind = kind
         self.model = model
         self.base_url = base_url
+        self.served = served
+        self.text_protocol = text_protocol
+        self.prompt = prompt
+        self.request_seed = request_seed
         self._make_provider = make_provider
 
     def identity(self) -> TunerIdentity:
-        return TunerIdentity(provider=self.kind, model=self.model, base_url=self.base_url)
+        return TunerIdentity(provider=self.kind, model=self.model, base_url=self.base_url,
+                             text_protocol=self.text_protocol,
+                             prompt="" if self.prompt == PROMPT_STANDARD else self.prompt, model_server=self.served)
 
     def run(self, env: TuningEnvironment) -> RunCounts:
         from atb_agent._runner import run_graph
+        from atb_agent.evaluation import CANDIDATE_FILE
 
         exchanges = ExchangeRecorder(env.transcript)
         provider = self._make_provider(exchanges, env.replay, env.model_timeout_s)
         self.base_url = provider.base_url
+        cap = env.max_output_tokens
+        if self.served is not None:
+            cap = min(cap, self.served.max_output_tokens)
+            if isinstance(getattr(provider, "request_options", None), dict):
+                seed = env.seed if self.request_seed is None else self.request_seed
+                provider.request_options = {"seed": seed, "temperature": self.served.temperature}  # type: ignore[attr-defined]
         try:
             ctx = AgentContext(
                 provider=provider, toolbox=env.toolbox, inbox=env.inbox, evaluator=env.evaluator,
                 iterations=env.iterations, transcript=env.transcript, exchanges=exchanges,
-                system_prompt=SYSTEM_PROMPT, task_brief=env.task_brief, max_output_tokens=env.max_output_tokens,
+                system_prompt=system_prompt(self.prompt), task_brief=env.task_brief, max_output_tokens=cap,
                 max_tool_calls_per_iteration=env.max_tool_calls_per_iteration,
-                tools=provider.tool_definitions(env.toolbox))
+                tools=provider.tool_definitions(env.toolbox), text_protocol=self.text_protocol,
+                candidate_file=CANDIDATE_FILE, prompt_variant=self.prompt)
             state = run_graph(ctx, checkpoint_path=env.checkpoint_path, thread_id=env.campaign_id, budget=env.budget)
         finally:
             provider.close()
         return RunCounts(iterations=state["iteration"], model_calls=state["model_calls"],
                          truncated_calls=state["truncated_calls"])
+
+
+def campaign_config_of(tuner: Tuner) -> dict[str, Any]:
+    """What a campaign stores about its tuner beyond the spec: for a model served here, its identity
+    (so a report, which reads only the store, can say plainly what the LLM arm was)."""
+    served = getattr(tuner, "served", None)
+    if isinstance(served, ModelServerData):
+        return {"model_server": served.model_dump(mode="json"), "prompt": getattr(tuner, "prompt", "")}
+    return {}
 
 
 def tool_definitions_sha256(toolbox: ToolBoxLike) -> str:
@@ -264,10 +311,43 @@ def load_entry_point_tuner(name: str, arg: str) -> Tuner:
                          "neither a Tuner (spec, identity(), run(env)) nor a Provider (complete(), tool_definitions())")
 
 
+def prompt_variant_from_env(default: str) -> str:
+    """The prompt variant for a live run: ``$ATB_PROMPT`` when set (for before/after measurements of a
+    prompt change), else ``default``. Raises TunerSpecError for an unknown variant."""
+    import os
+
+    value = os.environ.get(PROMPT_ENV, "").strip() or default
+    if value not in PROMPT_VARIANTS:
+        raise TunerSpecError(f"{PROMPT_ENV}={value!r} is not a prompt variant; known: {', '.join(PROMPT_VARIANTS)}")
+    return value
+
+
+def graph_tuner_from_header(spec: str, header: HeaderData) -> GraphTuner:
+    """The tuner a transcript's run used, rebuilt for replay: provider, model, base URL, and for a
+    locally served model its identity, request seed, text protocol and prompt variant."""
+    kind: ProviderKind = header.provider  # type: ignore[assignment]
+    served = header.model_server
+    return GraphTuner(spec, kind, header.model,
+                      provider_factory(kind, header.model, header.base_url, local=served is not None),
+                      header.base_url, served=served, text_protocol=header.text_protocol,
+                      prompt=header.prompt or PROMPT_STANDARD, request_seed=header.seed if served else None)
+
+
 def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
     """The tuner for an ``openai:``/``anthropic:`` or entry-point spec (``random`` and ``replay:`` are
-    handled by :func:`atb_agent.run_campaign`). Raises TunerSpecError."""
+    handled by :func:`atb_agent.run_campaign`). An ``openai:`` spec whose ``base_url`` is a model served
+    here by ``atb model serve`` needs no key and runs with that model's identity, seed, output cap,
+    declared text protocol and the small-model prompt (``$ATB_PROMPT`` overrides). Raises
+    TunerSpecError, MissingApiKeyError."""
     parsed = parse_spec(spec)
+    if parsed.kind == "openai":
+        from atb_agent.model_server import served_identity
+
+        served = served_identity(base_url)
+        if served is not None:
+            return GraphTuner(spec, "openai", parsed.arg, provider_factory("openai", parsed.arg, base_url, local=True),
+                              served.base_url, served=served, text_protocol=served.text_protocol,
+                              prompt=prompt_variant_from_env(PROMPT_SMALL_MODEL))
     if parsed.kind in ("openai", "anthropic"):
         kind: ProviderKind = parsed.kind
         require_api_key(kind)
@@ -278,6 +358,6 @@ def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
     raise TunerSpecError(f"tuner spec {spec!r} is run by run_campaign directly, not resolved to a Tuner")
 
 
-__all__ = ["ENTRY_POINT_GROUP", "GraphTuner", "ParsedSpec", "RunCounts", "Tuner", "TunerIdentity",
+__all__ = ["ENTRY_POINT_GROUP", "GraphTuner", "campaign_config_of", "graph_tuner_from_header", "prompt_variant_from_env", "ParsedSpec", "RunCounts", "Tuner", "TunerIdentity",
            "TuningEnvironment", "entry_point_tuners", "load_entry_point_tuner", "parse_spec", "provider_factory",
            "resolve_tuner", "tool_definitions_sha256"]

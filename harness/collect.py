@@ -6,15 +6,24 @@ Phases, all driven from the harness's process over the workers' pipes:
    candidate file. Every model is built from ``get_init_inputs()`` under one ``torch.manual_seed``
    (drawn per evaluation), so parameters match the reference's (KernelBench convention).
 2. correctness: ``correctness_trials`` fresh seeds, each under the task's own inputs and every
-   adversarial distribution of ``protocol.correctness`` the task allows; outputs are compared in
-   this process. A probe on which the reference itself is not finite says nothing and is recorded
-   as uninformative.
-3. timing: ``paired_seeds`` fresh seeds; at each, every arm makes the same rotating input buffers
-   and is calibrated, then the arms are timed in interleaved rounds (A B C, B C A, ...; CPU:
+   adversarial distribution of ``protocol.correctness`` the task allows. The candidate child keeps
+   its output and shares it one way (CUDA IPC, or a file on a CPU); the reference child, which never
+   imports candidate code, computes its own output for the same input and compares the two where
+   they live; only the summary (errors, pass/fail, NaN facts) comes back here. A probe on which the
+   reference itself is not finite says nothing and is recorded as uninformative.
+3. timing: ``paired_seeds`` fresh seeds; at each, every arm is calibrated on an input set of its own,
+   then the arms are timed in interleaved rounds (A B C, B C A, ...; CPU:
    ``timing.cpu.interleave_rounds`` rounds of ``timed_reps / rounds`` repetitions; CUDA:
-   ``timing.cuda.min_reps`` rounds sharing the do_bench repetition count); the outputs
-   of ``timed_output_checks`` randomly chosen timed repetitions are compared with the reference.
+   ``timing.cuda.min_reps`` rounds sharing the do_bench repetition count). No timed call sees input
+   values an earlier call saw (``harness.runner._inputs.TimedSets``): each repetition's sets are made
+   outside the timed region. The outputs of ``timed_output_checks`` randomly chosen timed
+   repetitions are checked by the reference child on the same sets, rebuilt from their specs.
 4. integrity: each worker reports whether the harness's bound functions are still intact.
+
+On CUDA the memory is planned: the reference reports its inputs', outputs' and free device bytes
+at load, and a problem whose heaviest step (one arm's input set and outputs, the candidate's shared
+output, the comparison's temporaries) cannot fit gets a ``memory`` failure saying ``unfit``, never a
+hang or a crash of this process; each arm hands its cached device memory back between its blocks.
 
 Seeds come from :mod:`secrets` (unpredictable to a candidate) and are all recorded.
 """
@@ -27,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.correctness import compare_outputs, load_output
 from harness.evidence import (CallFacts, Comparison, IntegrityFacts, TimedFacts, TimedOutput, TensorMeta,
                               WorkerFailure)
 from harness.runner import TASK_DISTRIBUTION, Worker, WorkerDied
@@ -81,6 +89,8 @@ class Collected:
     method: str = ""
     correct: bool = False
     phase_s: dict[str, float] = field(default_factory=dict)
+    memory_plan: dict[str, int] = field(default_factory=dict)
+    transport: str = ""            # how candidate outputs reached the reference: "" (IPC or CPU file) or a fallback
 
     def timed_facts(self, arm: str) -> list[TimedFacts]:
         return [t.facts for t in self.timed[arm]]
@@ -122,6 +132,14 @@ class Collector:
         self._n += 1
         return str(self.workdir / f"{tag}-{self._n}.pt")
 
+    def _tolerances(self) -> dict[str, dict[str, float]]:
+        """The protocol's tolerances per dtype with the task's overrides applied (the reference child
+        compares with these)."""
+        tols = {name: t.model_dump() for name, t in self.protocol.correctness.tolerances.items()}
+        for name, o in (self.task.meta.tolerance or {}).items():
+            tols[name] = {"atol": o.atol, "rtol": o.rtol, "rel_l2": o.rel_l2}
+        return tols
+
     # ------------------------------------------------------------------ phases
     def run(self, candidate_path: Path, start_path: Path | None) -> Collected:
         """All phases; a candidate or reference failure stops early and is recorded, never raised."""
@@ -148,9 +166,10 @@ class Collector:
                 "init_seed": self.out.init_seed}
         ref = self.workers["baseline"]
         assert ref is not None
-        r = _ask(ref, {"op": "load", **base})
+        r = _ask(ref, {"op": "load", **base, "tolerances": self._tolerances()})
         self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
         self.out.output_bytes = int(r.get("output_bytes", 0))
+        self._plan_memory(r)
         cand = self.workers["candidate"]
         assert cand is not None
         _ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
@@ -165,6 +184,27 @@ class Collector:
         else:
             self.workers["start"] = None
 
+    def _plan_memory(self, r: dict[str, Any]) -> None:
+        """CUDA: refuse, with a clear reason, a problem whose heaviest step cannot fit the device.
+
+        The heaviest step is one arm's input set and two outputs (its own and the candidate's kept
+        timed output) or, in a comparison, the reference's set and output beside the candidate's
+        shared output; the other arms hand their cached memory back between blocks. One GiB covers
+        the comparison's chunked temporaries and the fingerprints'."""
+        free = int(r.get("device_free_bytes", 0))
+        if self.backend != "cuda" or free <= 0:
+            return
+        in_b, out_b = self.out.input_bytes, self.out.output_bytes
+        params = int(r.get("estimate_param_bytes", 0))
+        need = in_b + 3 * out_b + 2 * params + (1 << 30)
+        self.out.memory_plan = {"device_free_bytes": free, "need_bytes": need, "input_bytes": in_b,
+                                "output_bytes": out_b, "param_bytes": params}
+        if need > free:
+            raise ArmFailed(WorkerFailure(role="reference", kind="memory", detail=(
+                f"unfit: this problem needs about {need / 2**30:.1f} GiB of device memory at its heaviest step "
+                f"({in_b / 2**30:.2f} GiB of inputs, {out_b / 2**30:.2f} GiB per output) and "
+                f"{free / 2**30:.1f} GiB are free on the device")))
+
     def _drop_start(self, failure: WorkerFailure) -> None:
         self.out.start_failure = failure
         self.workers["start"] = None
@@ -175,33 +215,48 @@ class Collector:
         dists = [d for d in self.protocol.correctness.distributions if allowed is None or d in allowed]
         return [TASK_DISTRIBUTION] + dists
 
-    def _compare(self, ref_path: str, cand_path: str, seed: int, dist: str, phase: str,
-                 ref_equals: list[int]) -> Comparison:
-        import torch
+    def _check(self, share: dict[str, Any], phase: str, seed: int, dist: str,
+               spec: dict[str, Any] | None = None, tag: str = "call") -> None:
+        """The reference child recomputes the output for this input and compares it with the
+        candidate's shared one; its call facts and the comparison are recorded."""
+        ref = self.workers["baseline"]
+        assert ref is not None
+        cmd: dict[str, Any] = {"op": "check", "candidate": share, "seed": seed}
+        if spec is not None:
+            cmd["spec"] = spec
+        else:
+            cmd["distribution"] = dist
+        rr = _ask(ref, cmd)
+        if rr["comparison"].get("transport_error"):
+            # the reference could not map the CUDA IPC handle here: the candidate shares a file instead
+            cand = self.workers["candidate"]
+            assert cand is not None
+            self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
+            cmd["candidate"] = _ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+            rr = _ask(ref, cmd)
+        call = rr["call"]
+        if phase == "correctness":
+            self.out.reference_calls.append(_call_facts(call))
+        c = rr["comparison"]
+        self.out.comparisons.append(Comparison(
+            seed=seed, distribution=dist, phase=phase, passed=bool(c["passed"]),  # type: ignore[arg-type]
+            reason=str(c.get("reason", "")), max_abs_err=c.get("max_abs_err"), rel_l2=c.get("rel_l2"),
+            ref_equals_input=list(call.get("equals_input", []))))
 
-        ref_out = load_output(ref_path)
-        refs = ref_out if isinstance(ref_out, tuple) else (ref_out,)
-        if any(isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isnan(t).any()) for t in refs):
-            return Comparison(seed=seed, distribution=dist, phase=phase, passed=True,  # type: ignore[arg-type]
-                              reason="uninformative: the reference output has NaN on this input",
-                              ref_equals_input=ref_equals)
-        check = compare_outputs(ref_out, load_output(cand_path), self.protocol, self.task.meta.tolerance)
-        return Comparison(seed=seed, distribution=dist, phase=phase, passed=check.passed,  # type: ignore[arg-type]
-                          reason=check.reason, max_abs_err=check.max_abs_err, rel_l2=check.rel_l2,
-                          ref_equals_input=ref_equals)
+    def _release(self, arm: str, tags: list[str] | None = None) -> None:
+        w = self.workers[arm]
+        if w is not None:
+            _ask(w, {"op": "release", **({"tags": tags} if tags is not None else {})})
 
     def _correctness(self) -> None:
-        ref, cand = self.workers["baseline"], self.workers["candidate"]
-        assert ref is not None and cand is not None
+        cand = self.workers["candidate"]
+        assert cand is not None
         first = True
         for seed in self.out.correctness_seeds:
             for dist in self.distributions():
-                rp, cp = self._path("ref"), self._path("cand")
-                rr = _ask(ref, {"op": "call", "seed": seed, "distribution": dist, "save_path": rp})
-                self.out.reference_calls.append(_call_facts(rr))
                 try:
-                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "save_path": cp,
-                                       "record_ops": first})
+                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": "call",
+                                       "save_path": self._path("cand"), "record_ops": first})
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
                 first = False
@@ -214,20 +269,23 @@ class Collector:
                     kind = cr.get("failure_kind", "exception")
                     raise ArmFailed(WorkerFailure(role="candidate", kind="memory" if kind == "memory" else "exception",
                                                   detail=f"seed {seed} ({dist}): {facts.error}"))
-                self.out.comparisons.append(self._compare(rp, cp, seed, dist, "correctness",
-                                                          list(rr.get("equals_input", []))))
+                share = cr.get("share")
+                if not isinstance(share, dict):
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                                  detail="call: the reply carries no shared output"))
+                self._check(share, "correctness", seed, dist)
+                self._release("candidate")
         self.out.correct = all(c.passed for c in self.out.comparisons)
 
     def _timing(self) -> None:
         p = self.protocol
         seeds = [draw_seed() for _ in range(p.seeds.paired_seeds)]
         self.out.timing_seeds = seeds
-        n_buf = p.timing.cuda.rotating_buffers if self.out.input_bytes < p.timing.cuda.rotate_inputs_below_bytes else 1
         checks = p.gates.timed_output_checks
         capture_seed_idx = [k % len(seeds) for k in range(checks)]
         for si, seed in enumerate(seeds):
-            self._time_seed(si, seed, n_buf, sum(1 for i in capture_seed_idx if i == si))
-        self._check_timed_outputs()
+            self._time_seed(si, seed, sum(1 for i in capture_seed_idx if i == si))
+        self._reuse_probe()
 
     def _active_arms(self) -> list[str]:
         return [a for a in ARMS if self.workers[a] is not None]
@@ -256,13 +314,13 @@ class Collector:
         if not all(bool(r.get("captured")) for r in captured.values()):
             self._ask_arms({"op": "capture", "graph": False})
 
-    def _time_seed(self, si: int, seed: int, n_buf: int, n_capture: int) -> None:
+    def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
         prep: dict[str, dict[str, Any]] = {}
         for arm in self._active_arms():
             w = self.workers[arm]
             assert w is not None
             try:
-                prep[arm] = _ask(w, {"op": "prepare", "seed": seed, "n_buffers": n_buf})
+                prep[arm] = _ask(w, {"op": "prepare", "seed": seed})
             except ArmFailed as exc:
                 if arm != "start":
                     raise
@@ -302,7 +360,7 @@ class Collector:
                 a["wall"] += float(rep["wall_ns"])
                 a["timed"] += float(rep["timed_total_ns"])
                 a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
-                a["outs"].extend(TimedOutput(**o) for o in rep["timed_outputs"])
+                a["outs"].extend(rep["timed_outputs"])
                 a["method"] = str(rep["method"])
         for arm in self._active_arms():
             w = self.workers[arm]
@@ -315,38 +373,36 @@ class Collector:
                 self._drop_start(exc.failure)
                 continue
             a = acc[arm]
+            outs = [TimedOutput(rep=int(o["rep"]), input_seed=int(o["input_seed"]), spec=dict(o.get("spec") or {}),
+                                output_path=str(o.get("output_path", ""))) for o in a["outs"]]
             facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
-                               parent_wall_ns=a["parent"], timed_outputs=a["outs"],
-                               input_hashes_before=list(prep[arm]["input_hashes_before"]),
+                               parent_wall_ns=a["parent"], timed_outputs=outs,
+                               input_hashes_before=list(fin.get("input_hashes_before", prep[arm]["input_hashes_before"])),
                                input_hashes_after=list(fin["input_hashes_after"]),
                                threads_after=int(fin["threads_after"]), method=a["method"],
-                               other_threads_cpu_ns=a["other"])
+                               other_threads_cpu_ns=a["other"],
+                               distinct_input_sets=int(fin.get("distinct_input_sets", 0)),
+                               timed_calls=int(fin.get("timed_calls", 0)),
+                               input_refill=str(fin.get("input_refill", "")))
             self.out.timed[arm].append(ArmTiming(facts=facts, rounds=a["rounds"]))
         self.out.method = acc["candidate"]["method"]
+        # the candidate's captured timed outputs, checked now that every arm's buffers are freed
+        for o in acc.get("candidate", {}).get("outs", []):
+            self._check(dict(o["share"]), "timed", int(o["input_seed"]), TASK_DISTRIBUTION, spec=dict(o["spec"]),
+                        tag=str(o.get("tag", "")))
+        if acc.get("candidate", {}).get("outs"):
+            self._release("candidate")
 
-    def _check_timed_outputs(self) -> None:
-        ref = self.workers["baseline"]
-        assert ref is not None
-        for t in self.out.timed_facts("candidate"):
-            for o in t.timed_outputs:
-                rp = self._path("ref-timed")
-                rr = _ask(ref, {"op": "call", "seed": o.input_seed, "distribution": TASK_DISTRIBUTION, "save_path": rp})
-                self.out.comparisons.append(self._compare(rp, o.output_path, o.input_seed, TASK_DISTRIBUTION,
-                                                          "timed", list(rr.get("equals_input", []))))
-        self._reuse_probe(ref)
-
-    def _reuse_probe(self, ref: Worker) -> None:
+    def _reuse_probe(self) -> None:
         """One more timed-phase comparison: the candidate's answer after an input it has already seen
         was rewritten in place (see the child's ``reuse_probe``), against the reference on the new
         contents. A memoised answer fails it; the stale-output gate reads it like any timed output."""
         cand = self.workers["candidate"]
         assert cand is not None
         seed_a, seed_b = draw_seed(), draw_seed()
-        cp, rp = self._path("cand-reuse"), self._path("ref-reuse")
-        _ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": cp})
-        rr = _ask(ref, {"op": "call", "seed": seed_b, "distribution": TASK_DISTRIBUTION, "save_path": rp})
-        self.out.comparisons.append(self._compare(rp, cp, seed_b, TASK_DISTRIBUTION, "timed",
-                                                  list(rr.get("equals_input", []))))
+        cr = _ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": self._path("cand-reuse")})
+        self._check(dict(cr["share"]), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
+        self._release("candidate")
 
     def _integrity_of(self, arm: str) -> IntegrityFacts:
         w = self.workers[arm]

@@ -6,8 +6,9 @@ match the reference's element for element; finite values must be within ``atol *
 (the absolute term scales with the output's magnitude, so an honest reordered sum over large-magnitude
 inputs is not failed on the elements that happen to land near zero) and the whole output within
 ``rel_l2`` relative L2 error, which is what catches lower-precision arithmetic. Tolerances come from the protocol, per
-dtype, optionally overridden by the task's metadata. Outputs are read from files the children wrote
-with ``torch.load(weights_only=True)``, which cannot execute code.
+dtype, optionally overridden by the task's metadata. The comparison runs in the reference child, on
+the device where both outputs live (the candidate's reaches it by CUDA IPC, or on a CPU as a file read
+with ``torch.load(weights_only=True)``, which cannot execute code); only scalars cross to the host.
 """
 
 from __future__ import annotations
@@ -64,9 +65,23 @@ def _flatten(out: Any) -> list[Any]:
     return [out]
 
 
+_CHUNK = 1 << 24   # elements per comparison chunk: bounds the float64 temporaries on a device
+
+
 def compare_outputs(reference: Any, candidate: Any, protocol: Protocol,
                     overrides: dict[str, Any] | None = None) -> OutputCheck:
-    """Compare two loaded outputs under the protocol's rules (see the module docstring)."""
+    """Compare two outputs under the protocol's rules (see the module docstring)."""
+    tols = {name: t.model_dump() for name, t in protocol.correctness.tolerances.items()}
+    if overrides:
+        tols.update({name: {"atol": o.atol, "rtol": o.rtol, "rel_l2": o.rel_l2} for name, o in overrides.items()})
+    return compare_tensors(reference, candidate, tols)
+
+
+def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[str, float]]) -> OutputCheck:
+    """The comparison itself, on whatever device the tensors live (the reference child runs it on
+    the GPU with both outputs in place). ``tolerances`` maps a dtype name to atol/rtol/rel_l2 (the
+    task's overrides already applied). Work is chunked, and each output's facts cross to the host
+    as a handful of scalars, so a 4 GB output needs no 4 GB of float64 temporaries."""
     import torch
 
     refs, cands = _flatten(reference), _flatten(candidate)
@@ -81,37 +96,63 @@ def compare_outputs(reference: Any, candidate: Any, protocol: Protocol,
             return OutputCheck(passed=False, reason=f"output {i} has shape {tuple(c.shape)}, expected {tuple(r.shape)}")
         if c.dtype != r.dtype:
             return OutputCheck(passed=False, reason=f"output {i} has dtype {c.dtype}, expected {r.dtype}")
+        if c.device != r.device:
+            c = c.to(r.device)
         if not r.is_floating_point():
             if not torch.equal(r, c):
                 return OutputCheck(passed=False, reason=f"output {i} ({r.dtype}) differs from the reference")
             continue
-        if bool(torch.isnan(c).any()):
+        name = str(r.dtype).replace("torch.", "")
+        if name not in tolerances:
+            raise KeyError(name)
+        tol = tolerances[name]
+        rflat, cflat = r.reshape(-1), c.reshape(-1)
+        n = rflat.numel()
+        dev = r.device
+        # pass 1: NaN in the candidate, infinities element for element, the reference's norm
+        nan = torch.zeros((), dtype=torch.int64, device=dev)
+        inf_bad = torch.zeros((), dtype=torch.int64, device=dev)
+        r_inf_n = torch.zeros((), dtype=torch.int64, device=dev)
+        sumsq = torch.zeros((), dtype=torch.float64, device=dev)
+        for s in range(0, n, _CHUNK):
+            rc, cc = rflat[s:s + _CHUNK].double(), cflat[s:s + _CHUNK].double()
+            nan += torch.isnan(cc).sum()
+            r_inf, c_inf = torch.isinf(rc), torch.isinf(cc)
+            inf_bad += (r_inf != c_inf).sum() + (r_inf & (rc != cc)).sum()
+            r_inf_n += r_inf.sum()
+            sumsq += torch.where(r_inf, 0.0, rc).square().sum()
+        n_nan, n_inf_bad, n_rinf, ss = torch.stack([nan.double(), inf_bad.double(), r_inf_n.double(), sumsq]).tolist()
+        if n_nan:
             return OutputCheck(passed=False, reason=f"output {i} contains NaN")
-        rf, cf = r.double().reshape(-1), c.double().reshape(-1)
-        if not (bool(torch.isfinite(rf).all()) and bool(torch.isfinite(cf).all())):
-            r_inf, c_inf = torch.isinf(rf), torch.isinf(cf)
-            ref_finite = ref_finite and not bool(r_inf.any())
-            if not torch.equal(c_inf, r_inf) or not torch.equal(cf[r_inf], rf[r_inf]):
-                return OutputCheck(passed=False, reason=f"output {i}: infinities differ from the reference's",
-                                   reference_finite=ref_finite)
-            both = ~r_inf
-            rf, cf = rf[both], cf[both]
-        tol = tolerance_for(protocol, str(r.dtype).replace("torch.", ""), overrides)
-        diff = (cf - rf).abs()
-        max_abs = float(diff.max()) if diff.numel() else 0.0
-        denom = float(torch.linalg.vector_norm(rf)) if diff.numel() else 0.0
-        err_norm = float(torch.linalg.vector_norm(diff)) if diff.numel() else 0.0
+        ref_finite = ref_finite and not n_rinf
+        if n_inf_bad:
+            return OutputCheck(passed=False, reason=f"output {i}: infinities differ from the reference's",
+                               reference_finite=ref_finite)
+        count = n - int(n_rinf)
+        denom = math.sqrt(ss) if count else 0.0
+        scale = max(1.0, denom / math.sqrt(count)) if count else 1.0
+        # pass 2: errors over the elements finite in both
+        mx = torch.zeros((), dtype=torch.float64, device=dev)
+        esq = torch.zeros((), dtype=torch.float64, device=dev)
+        bad = torch.zeros((), dtype=torch.int64, device=dev)
+        for s in range(0, n, _CHUNK):
+            rc, cc = rflat[s:s + _CHUNK].double(), cflat[s:s + _CHUNK].double()
+            fin = ~torch.isinf(rc)
+            diff = torch.where(fin, (cc - rc).abs(), 0.0)
+            if diff.numel():
+                mx = torch.maximum(mx, diff.max())
+            esq += diff.square().sum()
+            bad += (diff > tol["atol"] * scale + tol["rtol"] * rc.abs()).sum()
+        max_abs, err_sq, n_bad = torch.stack([mx, esq, bad.double()]).tolist()
+        err_norm = math.sqrt(err_sq)
         rel = err_norm / denom if denom > 0 else err_norm
         worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel)
-        scale = max(1.0, denom / math.sqrt(rf.numel())) if rf.numel() else 1.0
-        bound = tol.atol * scale + tol.rtol * rf.abs()
-        if diff.numel() and bool((diff > bound).any()):
-            bad = int((diff > bound).sum())
-            return OutputCheck(passed=False, reason=f"output {i}: {bad} elements outside atol={tol.atol:g}"
-                               f"x{scale:.3g} (output RMS) + rtol={tol.rtol:g} (max abs error {max_abs:.3g})",
+        if n_bad:
+            return OutputCheck(passed=False, reason=f"output {i}: {int(n_bad)} elements outside atol={tol['atol']:g}"
+                               f"x{scale:.3g} (output RMS) + rtol={tol['rtol']:g} (max abs error {max_abs:.3g})",
                                max_abs_err=max_abs, rel_l2=rel, reference_finite=ref_finite)
-        if rel > tol.rel_l2:
-            return OutputCheck(passed=False, reason=f"output {i}: relative L2 error {rel:.3g} above {tol.rel_l2:g}",
+        if rel > tol["rel_l2"]:
+            return OutputCheck(passed=False, reason=f"output {i}: relative L2 error {rel:.3g} above {tol['rel_l2']:g}",
                                max_abs_err=max_abs, rel_l2=rel, reference_finite=ref_finite)
     return OutputCheck(passed=True, max_abs_err=worst_abs if math.isfinite(worst_abs) else None,
                        rel_l2=worst_l2 if math.isfinite(worst_l2) else None, reference_finite=ref_finite)

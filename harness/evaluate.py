@@ -25,7 +25,7 @@ from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdi
 from harness.session import MeasurementContext
 from harness.stats import RatioEstimate, median, median_ratio_ci, paired_ratios
 from harness.store import SqliteStore
-from harness.tasks import Task, load_task
+from harness.tasks import Task, begin_cost, load_task
 from protocol import Protocol
 
 BASELINE_LABEL = "eager-reference"
@@ -62,6 +62,9 @@ class EvalResult(BaseModel):
     candidate_median_ns: float | None = None
     baseline_median_ns: float | None = None
     phase_s: dict[str, float] = Field(default_factory=dict)
+    confinement: dict[str, str] = Field(
+        default_factory=dict,
+        description="per arm, how its measuring child was confined: 'bwrap:...' or 'unconfined:<why>'")
     evidence: Evidence | None = Field(default=None, exclude=True)
 
 
@@ -160,6 +163,7 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     start_path = evdir / f"atb_start_{start_sha[:12]}.py"
     start_path.write_text(start_src, encoding="utf-8")
 
+    pending_cost = begin_cost(t)   # bytes/FLOPs of the reference, counted in its own process meanwhile
     cand_worker = session.take_candidate_worker()
     ref_worker = session.reference_worker()
     ref_pid = ref_worker.pid
@@ -176,11 +180,8 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
     base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
     cand_med = median(cand_times) if cand_times else None
-    task_bytes: float | None
-    if t.meta.bytes == "io":
-        task_bytes = float(col.input_bytes + col.output_bytes) if col.output_bytes else None
-    else:
-        task_bytes = t.meta.bytes
+    cost = pending_cost.resolve(input_bytes=col.input_bytes, output_bytes=col.output_bytes)
+    task_bytes = cost.bytes
     evidence = Evidence(
         task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
         reference_pid=ref_pid,
@@ -190,7 +191,8 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
         failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
         ci_high=speed.ci_high if speed else None, candidate_median_ns=cand_med, ceilings=session.ceilings,
-        task_bytes=task_bytes, task_flops=t.meta.flops, forbidden_ops=list(t.meta.forbidden_ops),
+        task_bytes=task_bytes, task_flops=cost.flops, task_bytes_source=cost.bytes_source,
+        task_flops_source=cost.flops_source, forbidden_ops=list(t.meta.forbidden_ops),
         candidate_source=candidate_source, input_dtype=col.input_dtype)
     gates = run_gates_fail_closed(evidence, proto)
     status, reason = decide(gates, evidence, proto)
@@ -199,7 +201,7 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     if status == "accepted" and not correct:
         status, reason = "rejected", "incorrect output"
 
-    roof = roofline_fraction(task_bytes, t.meta.flops, session.ceilings, cand_med)
+    roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med)
     strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
     detail: dict[str, Any] = {
         "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
@@ -207,12 +209,21 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
         "speedup_vs_start": vs_start.model_dump() if vs_start else None,
         "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
-        "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": t.meta.flops,
+        "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": cost.flops,
+        "task_cost": cost.model_dump(),
         "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
         "failure": col.failure.model_dump() if col.failure else None,
         "start_failure": col.start_failure.model_dump() if col.start_failure else None,
         "n_pairs": speed.n_pairs if speed else 0,
         "phase_s": col.phase_s,
+        # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
+        "confinement": {"candidate": cand_worker.confinement, "reference": ref_worker.confinement},
+        # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
+        # and how many distinct input sets each arm's timed calls received (per paired seed)
+        "memory_plan": col.memory_plan,
+        "output_transport": col.transport or ("cuda-ipc" if session.backend == "cuda" else "file"),
+        "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
+                                    "refill": tf.input_refill} for tf in col.timed_facts(arm)] for arm in col.timed},
     }
     cset = bset = None
     if speed is not None:
@@ -243,4 +254,4 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=verdict.id, reason=verdict.reason,
         usable_ci=usable, task_id=t.id, start_label=t.start_label, timing_method=col.method,
         candidate_median_ns=cand_med, baseline_median_ns=detail["baseline_median_ns"], phase_s=col.phase_s,
-        evidence=evidence)
+        confinement=dict(detail["confinement"]), evidence=evidence)

@@ -2,14 +2,15 @@
 
 This is the contract between the runner (which runs candidate and reference code in child processes
 and collects facts) and the gates (pure functions of these facts, run in the harness's own process).
-Every field is a plain fact observed by harness code; no field is computed by candidate code. Paths
-point at tensors the workers saved with ``torch.save``; the harness loads them with
-``torch.load(weights_only=True)``, which cannot execute code.
+Every field is a plain fact observed by harness code; no field is computed by candidate code. Outputs
+never come here: the reference child compares them where they live (on the device) and reports the
+summary (:class:`Comparison`). Input fingerprints are SHA-256 on a CPU and keyed device checksums on
+CUDA (only the digests cross to the host).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +35,7 @@ class CallFacts(_Fact):
     distribution: str
     ok: bool = True
     error: str = ""                                # exception text when the call raised
-    output_path: str = ""                          # torch.save'd output (tensor or tuple of tensors)
+    output_path: str = ""                          # CPU: the file the candidate shared its output in; CUDA: "" (IPC)
     outputs: list[TensorMeta] = Field(default_factory=list)
     input_hashes_before: list[str] = Field(default_factory=list)
     input_hashes_after: list[str] = Field(default_factory=list)
@@ -51,8 +52,9 @@ class TimedOutput(_Fact):
     """An output captured right after a *timed* repetition, with the input seed it was computed on."""
 
     rep: int
-    input_seed: int
-    output_path: str
+    input_seed: int                                # one integer naming the input set (differs per set)
+    output_path: str = ""                          # CPU: the shared file; CUDA: "" (shared by IPC)
+    spec: dict[str, Any] = Field(default_factory=dict)   # how the reference rebuilt that exact set
 
 
 class TimedFacts(_Fact):
@@ -72,6 +74,13 @@ class TimedFacts(_Fact):
     # the timing thread's, time.process_time_ns / time.thread_time_ns bound before import), from
     # the block's start until its outputs were saved. None: not measured (the gate then skips it).
     other_threads_cpu_ns: float | None = None
+    # Calls made in the timed loop and how many distinct input sets they received (equal when no
+    # timed call saw values an earlier one saw); how the sets were made between repetitions:
+    # "fresh" (a new exact draw per call), "window" (CPU: distinct windows of a pool of exact draws),
+    # "graph" (CUDA-graph static sets refilled before every replay). 0 / "": not recorded.
+    timed_calls: int = 0
+    distinct_input_sets: int = 0
+    input_refill: str = ""
 
 
 class IntegrityFacts(_Fact):
@@ -129,6 +138,8 @@ class Evidence(_Fact):
     ceilings: DeviceCeilings | None = None
     task_bytes: float | None = None                # minimum bytes moved, declared by the task
     task_flops: float | None = None                # floating-point operations, declared by the task
+    task_bytes_source: str = ""                    # how task_bytes was obtained (harness.tasks.TaskCost)
+    task_flops_source: str = ""                    # how task_flops was obtained: declared, flop_counter:meta, ...
     forbidden_ops: list[str] = Field(default_factory=list)   # declared by the task
     candidate_source: str = ""
     input_dtype: str = "float32"

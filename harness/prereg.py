@@ -167,11 +167,9 @@ def register(store: SqliteStore, spec: ABSpec, protocol: Protocol) -> Registrati
         return stored
     ref = protocol.ref()
     try:
-        with store.transaction() as c:
-            c.execute("INSERT INTO preregistrations (id, spec_sha256, spec_json, protocol_version, protocol_sha256, "
-                      "created_at) VALUES (?,?,?,?,?,?)",
-                      (spec.id, spec.digest, canonical_json(spec.model_dump(mode="json")), ref.version, ref.sha256,
-                       utc_now()))
+        store.append("preregistrations", {
+            "id": spec.id, "spec_sha256": spec.digest, "spec_json": canonical_json(spec.model_dump(mode="json")),
+            "protocol_version": ref.version, "protocol_sha256": ref.sha256, "created_at": utc_now()})
     except IngestRejected as exc:
         raise PreregistrationError(f"the store refused registration {spec.id}: {exc}") from exc
     reg = get_registration(store, spec.id)

@@ -12,12 +12,23 @@ from protocol._errors import (
     ProtocolSchemaError,
     UnverifiedProtocolError,
 )
-from protocol._loader import LOCK_PATH, PROTOCOL_PATH, file_sha256, known_digests, load_protocol, parse_protocol
+from protocol._loader import (
+    LOCK_PATH,
+    PROTOCOL_PATH,
+    check_lock_against_released,
+    file_sha256,
+    known_digests,
+    load_protocol,
+    parse_protocol,
+    released_digest,
+)
+from protocol._released import RELEASED
 from protocol._schema import Protocol, ProtocolRef, Tolerance
 
 __all__ = [
     "LOCK_PATH",
     "PROTOCOL_PATH",
+    "RELEASED",
     "Protocol",
     "ProtocolDigestMismatch",
     "ProtocolError",
@@ -27,8 +38,10 @@ __all__ = [
     "ProtocolSchemaError",
     "Tolerance",
     "UnverifiedProtocolError",
+    "check_lock_against_released",
     "file_sha256",
     "known_digests",
     "load_protocol",
     "parse_protocol",
+    "released_digest",
 ]

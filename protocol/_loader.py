@@ -3,6 +3,8 @@
 Why a digest and not a version string alone: a version string is easy to forget to bump. The digest
 of the exact bytes is pinned in ``protocol.lock.json`` beside the version, so any edit that is not
 accompanied by a bump and a re-lock is caught at load time, in tests and in ``atb protocol verify``.
+Because one edit can change the lock too, the digests of released versions are also constants in
+code (``protocol/_released.py``): a released version must hash to its constant whatever the lock says.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from protocol._errors import (
     ProtocolLockError,
     ProtocolSchemaError,
 )
+from protocol._released import RELEASED
 from protocol._schema import Protocol, ProtocolLock
 
 PROTOCOL_DIR = Path(__file__).resolve().parent
@@ -108,8 +111,36 @@ def _load_cached(path: Path, lock_path: Path, digest: str, lock_digest: str) -> 
             f"{path} is version {proto.version} but the lock pins {lock.version}: run "
             "`python -m protocol.relock` to record the new version's digest."
         )
+    released = RELEASED.get(proto.version)
+    if released is not None and digest != released:
+        raise ProtocolDigestMismatch(
+            f"{path} says version {proto.version}, released with digest {released[:12]}… "
+            f"(protocol/_released.py), but the file hashes to {digest[:12]}…: a released protocol never "
+            "changes, whatever protocol.lock.json says. Undo the edit, or give the changed protocol a new "
+            "version and run `python -m protocol.relock`."
+        )
+    check_lock_against_released(lock, lock_path)
     proto._sha256 = digest
     return proto
+
+
+def check_lock_against_released(lock: ProtocolLock, lock_path: Path = LOCK_PATH) -> None:
+    """Every released version the lock pins must be pinned to its released digest.
+
+    Raises:
+        ProtocolLockError: the lock pins a released version to another digest (an edited lock).
+    """
+    for e in lock.history:
+        want = RELEASED.get(e.version)
+        if want is not None and e.sha256 != want:
+            raise ProtocolLockError(
+                f"{lock_path} pins released version {e.version} to {e.sha256[:12]}…, but it was released as "
+                f"{want[:12]}… (protocol/_released.py): restore the lock from version control")
+
+
+def released_digest(version: str) -> str | None:
+    """The digest version ``version`` was released with, or None for a draft (unreleased) version."""
+    return RELEASED.get(version)
 
 
 def known_digests(lock_path: Path | None = None) -> list[tuple[str, str]]:

@@ -38,8 +38,8 @@ class CudaTimingParams(_Frozen):
     min_reps: PositiveInt
     max_reps: PositiveInt
     l2_flush_bytes: PositiveInt
-    rotate_inputs_below_bytes: PositiveInt
-    rotating_buffers: PositiveInt
+    free_cache_above_bytes: PositiveInt
+    graph_static_sets_max_bytes: PositiveInt
     graph_replay_below_us: PositiveFloat
     graph_replays: PositiveInt
 

@@ -3,7 +3,8 @@
 Refuses to re-pin an existing version to a new digest (that is exactly the silent edit the lock is
 there to catch); a changed file needs a new ``version`` first. The one exception,
 ``--amend-unreleased``, re-pins the newest version only while it has not landed (the lock at
-``$ATB_LANDED_REF``, default ``origin/main``, does not know it): drafting a version is allowed, rewriting a released one is not.
+``$ATB_LANDED_REF``, default ``origin/main``, does not know it) and it is not in ``protocol/_released.py``:
+drafting a version is allowed, rewriting a released one is not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from protocol._errors import ProtocolError
 from protocol._loader import LOCK_PATH, PROTOCOL_PATH, file_sha256, parse_protocol, read_lock
+from protocol._released import RELEASED
 
 
 def _version_has_landed(version: str, root: Path) -> bool:
@@ -53,6 +55,11 @@ def relock(protocol_path: Path = PROTOCOL_PATH, lock_path: Path = LOCK_PATH, ame
             if entry["sha256"] == digest:
                 print(f"protocol {proto.version} already locked at {digest}")
                 return 0
+            if proto.version in RELEASED:
+                print(f"error: version {proto.version} is released (protocol/_released.py pins it to "
+                      f"{RELEASED[proto.version][:12]}…); bump `version` in protocol.yaml before re-locking",
+                      file=sys.stderr)
+                return 2
             if amend and not _version_has_landed(proto.version, protocol_path.parent.parent) and entry is history[-1]:
                 entry["sha256"] = digest
                 lock_path.write_text(

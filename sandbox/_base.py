@@ -183,12 +183,24 @@ class WorkspaceSandbox(ABC):
         return _safefs.list_files(self.workspace.host_path, path, recursive, cap)
 
     def copy_out(self) -> CopyOut:
+        """Kill every process left in the sandbox, then copy the workspace out.
+
+        A process the tuner left running (a background writer) could otherwise rewrite or truncate a
+        file while it is read, so what the harness measures would not be what the tuner saw. Nothing
+        runs in the sandbox while its files are copied.
+        """
         if self._closed:
             raise SandboxClosedError("the sandbox is closed; its workspace is gone")
+        self._kill_leftovers()
         return _safefs.copy_out(self.workspace.host_path, self.limits.copy_out_max_bytes,
                                 self.limits.copy_out_max_files)
 
     # -- lifetime -----------------------------------------------------------------------------------
+    @abstractmethod
+    def _kill_leftovers(self) -> None:
+        """SIGKILL every process in the sandbox but its init (after each command and before copy-out),
+        so nothing the tuner starts outlives the tool call that started it."""
+
     @abstractmethod
     def _shutdown(self) -> None:
         """Backend-specific teardown (stop processes); the workspace is deleted afterwards."""

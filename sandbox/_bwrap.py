@@ -24,7 +24,7 @@ from io import BufferedReader
 
 from sandbox._base import CappedBuffer, WorkspaceSandbox, describe_kill, normalise_command
 from sandbox._cgroup import Cgroup
-from sandbox._docker import exec_environment
+from sandbox._docker import exec_environment, file_size_cap
 from sandbox._errors import ImageMissingError, SandboxUnavailableError
 from sandbox._hostpy import host_python_minor, torch_site_packages
 from sandbox._identity import (
@@ -109,7 +109,10 @@ class BwrapSandbox(WorkspaceSandbox):
         limits = self.limits
         as_root = self._as_root
 
+        fsize = file_size_cap(limits)
+
         def setup() -> None:  # runs in the child between fork and exec
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
             pid = str(os.getpid())
             for path in procs:
                 with open(path, "w") as f:
@@ -175,6 +178,12 @@ class BwrapSandbox(WorkspaceSandbox):
                           truncated=out.truncated or err.truncated, timed_out=timed_out,
                           killed_signal=killed, duration_s=duration, note=note)
 
+    def _kill_leftovers(self) -> None:
+        """Nothing outlives a command here (its pid namespace dies with bwrap); the cgroup, when there
+        is one, is emptied again anyway before a copy-out."""
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+
     def info(self) -> SandboxInfo:
         cg = self._cgroup
         via = f"cgroup v{cg.version}" if cg is not None else None
@@ -188,6 +197,8 @@ class BwrapSandbox(WorkspaceSandbox):
             "run_wallclock_s": "checked before every command; nothing outlives a command",
             "workspace_max_bytes": "host tmpfs size" if self.workspace.capped else "NOT capped (no mount rights)",
             "tmp_max_bytes": "host tmpfs size of the private /tmp" if self._scratch.capped else "NOT capped (no mount rights)",
+            "file_size": f"RLIMIT_FSIZE {file_size_cap(self.limits)} bytes",
+            "output": f"exec output capped at {self.limits.exec_output_cap_bytes} bytes per stream",
             "user": (f"uid {TUNER_UID}" if self._as_root else f"uid {os.getuid()}")
             + ", all capabilities dropped, no nested user namespaces",
         }

@@ -63,6 +63,15 @@ def docker_client(timeout_s: float = 60.0) -> Any:
     return client
 
 
+def file_size_cap(limits: SandboxLimits) -> int:
+    """RLIMIT_FSIZE of every sandboxed process: the larger of the workspace and /tmp caps.
+
+    The caps are tmpfs sizes when this process may mount; without mount rights the workspace is a
+    plain host directory, and this limit is what still bounds each file the sandbox writes there.
+    """
+    return max(limits.workspace_max_bytes, limits.tmp_max_bytes)
+
+
 def exec_environment(torch_mounted: bool, cpus: float) -> dict[str, str]:
     """The environment of every command: no host variables leak in."""
     env = {
@@ -114,6 +123,7 @@ class DockerSandbox(WorkspaceSandbox):
         if site is not None:
             volumes[str(site)] = {"bind": SITE_PACKAGES_IN_SANDBOX, "mode": "ro"}
         mem = f"{limits.memory_mb}m"
+        fsize = file_size_cap(limits)
         try:
             self._container = self._client.containers.run(
                 limits.image,
@@ -143,6 +153,12 @@ class DockerSandbox(WorkspaceSandbox):
                     LABEL_WORKSPACE: str(workspace.host_path),
                 },
                 environment=self._env,
+                # Nothing the tuner runs reaches the container's log (its init only sleeps); "none" makes
+                # sure no output of the sandbox is ever kept by the daemon on the host's disk.
+                log_config=docker.types.LogConfig(type="none"),
+                # No single file the sandbox writes outgrows its largest filesystem, even where the
+                # workspace could not be a capped tmpfs.
+                ulimits=[docker.types.Ulimit(name="fsize", soft=fsize, hard=fsize)],
             )
         except Exception as exc:
             self.close()
@@ -190,9 +206,13 @@ class DockerSandbox(WorkspaceSandbox):
                 # The command ended but a background child still holds its output open.
                 reader.join(0.5)
                 break
+        # Nothing outlives the command: a background process left running could rewrite the workspace
+        # between tool calls (or while submit copies it out).
         if timed_out:
             self._kill_tuner_processes()
             reader.join(2.0)
+        else:
+            self._kill_leftovers()
         stream.close()
         reader.join(1.0)
         duration = time.monotonic() - t0
@@ -253,7 +273,20 @@ class DockerSandbox(WorkspaceSandbox):
                 return
         self._host_kill()
 
+    def _kill_leftovers(self) -> None:
+        """SIGKILL every process in the container but its init (tini and the keeper's ``sleep``).
+
+        One ``top`` call when nothing is left (the common case); the full kill otherwise.
+        """
+        if self._tuner_pids():
+            self._kill_tuner_processes()
+
     def _tuner_pids(self) -> list[int]:
+        """Host pids of every process in the container that is not the keeper's (its init).
+
+        Commands run as the tuner uid and cannot change uid (no capabilities, no-new-privileges), so
+        this is the tuner's processes; anything else that is not the init is counted too.
+        """
         try:
             top = self._container.top(ps_args="-eo pid,uid")
         except Exception:  # noqa: BLE001 - container gone
@@ -262,7 +295,7 @@ class DockerSandbox(WorkspaceSandbox):
         if "PID" not in titles or "UID" not in titles:
             return []
         ip, iu = titles.index("PID"), titles.index("UID")
-        return [int(p[ip]) for p in top.get("Processes") or [] if p[iu] == str(TUNER_UID)]
+        return [int(p[ip]) for p in top.get("Processes") or [] if p[iu] != str(KEEPER_UID)]
 
     def _host_kill(self) -> None:
         for _ in range(20):
@@ -288,6 +321,9 @@ class DockerSandbox(WorkspaceSandbox):
             "run_wallclock_s": "container init sleeps run_wallclock_s, auto-removed at exit",
             "workspace_max_bytes": "host tmpfs size" if self.workspace.capped else "NOT capped (no mount rights)",
             "tmp_max_bytes": "docker tmpfs size of the private /tmp",
+            "file_size": f"RLIMIT_FSIZE {file_size_cap(self.limits)} bytes (docker ulimit)",
+            "output": f"exec output capped at {self.limits.exec_output_cap_bytes} bytes per stream; "
+                      "container log driver none",
             "user": f"uid {TUNER_UID}, all capabilities dropped, no-new-privileges",
         }
         if self._torch_note:
@@ -303,6 +339,8 @@ class DockerSandbox(WorkspaceSandbox):
             return
         import docker
 
+        import requests
+
         try:
             container.remove(force=True)
         except docker.errors.NotFound:
@@ -310,3 +348,5 @@ class DockerSandbox(WorkspaceSandbox):
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise
+        except requests.exceptions.ReadTimeout:
+            pass  # the daemon is still removing it (vfs under load can take over a minute); a finished run stands

@@ -1,31 +1,58 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine with no API key and no GPU: set up, then compare the seeded
-# random-search baseline with an LLM tuner's recorded trajectory (a scripted fixture transcript,
-# replayed byte-for-byte through the real OpenAI SDK path, its candidates measured afresh by the
-# harness here) on one native task, with the same budget, and write the report.
+# The main job, on a fresh machine with no API key and no GPU, live: set up, serve a real small model
+# (SmolLM2-135M-Instruct, Q4_1 GGUF, via llama-server on loopback), then run seeded random search and
+# that model as the LLM tuner (through the official OpenAI SDK) on the same native task with the same
+# budget; record the live transcript, replay it byte-for-byte with `atb replay`, compare the arms and
+# write the report. The LLM arm is a 135M model served locally: a weak tuner, every path real.
 #   bash scripts/demo.sh [OUT_DIR]        (default out/demo)
+# ATB_DEMO_SKIP_SETUP=1 skips setup (benchmarks/bench_demo.py times the job after set-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+[[ "${ATB_DEMO_SKIP_SETUP:-0}" == 1 ]] || bash scripts/setup.sh
 OUT=${1:-out/demo}
-TASK=gelu
-BUDGET=3
-TRANSCRIPT=transcripts/recorded/scripted-openai-docker.jsonl
+TASK=${ATB_DEMO_TASK:-relu}
+BUDGET=${ATB_DEMO_BUDGET:-3}
+SEED=${ATB_DEMO_SEED:-1}
 mkdir -p "$OUT"
 DB="$OUT/atb.sqlite"
-rm -f "$DB" "$DB-wal" "$DB-shm"
+rm -rf "$DB" "$DB-wal" "$DB-shm" "$OUT/transcripts" "$OUT/checkpoints.sqlite"
 atb=.venv/bin/atb
-run_id() { .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["run_id"])'; }
+# one field of a --json answer; a failed command's error line goes to stderr and the job stops
+field() { .venv/bin/python -c '
+import json, sys
+doc = json.load(sys.stdin)
+if sys.argv[1] not in doc:
+    sys.exit("demo: step failed: " + str(doc.get("error", doc)))
+print(doc[sys.argv[1]])' "$1"; }
 
 echo "== protocol" >&2
 $atb protocol verify
-echo "== seeded random search: $TASK, budget $BUDGET, seed 1" >&2
-RANDOM_RUN=$($atb run "$TASK" --tuner random --budget "$BUDGET" --seed 1 --db "$DB" --json | run_id)
-echo "== replay of the recorded (scripted) LLM trajectory: $TRANSCRIPT" >&2
-LLM_RUN=$($atb run "$TASK" --tuner "replay:$TRANSCRIPT" --budget "$BUDGET" --seed 0 --db "$DB" --json | run_id)
+echo "== serving the real model (SmolLM2-135M-Instruct, llama-server on loopback)" >&2
+SERVED=$($atb model serve smollm2 --json)
+BASE_URL=$(field base_url <<<"$SERVED")
+if [[ $(field already_running <<<"$SERVED") == False ]]; then
+  trap '$atb model stop smollm2 >&2 || true' EXIT      # stop only the server this job started
+fi
+echo "   $BASE_URL" >&2
+echo "== seeded random search: $TASK, budget $BUDGET, seed $SEED" >&2
+RANDOM_RUN=$($atb run "$TASK" --tuner random --budget "$BUDGET" --seed "$SEED" --db "$DB" --json | field run_id)
+echo "== live LLM tuner: openai:smollm2 at $BASE_URL, $TASK, budget $BUDGET, seed $SEED" >&2
+LLM_RUN=$($atb run "$TASK" --tuner openai:smollm2 --base-url "$BASE_URL" --budget "$BUDGET" --seed "$SEED" \
+  --db "$DB" --json | field run_id)
+TRANSCRIPT="$OUT/transcripts/$LLM_RUN.jsonl"
+cp "$TRANSCRIPT" "$OUT/live-transcript.jsonl"
+echo "== replay of the live transcript, byte-for-byte: $TRANSCRIPT" >&2
+$atb replay "$TRANSCRIPT" --json > "$OUT/replay.json"
+.venv/bin/python - "$OUT/replay.json" >&2 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"   replay ok={r['ok']}: {r['requests_identical']}/{r['model_calls']} requests identical, "
+      f"{r['tool_calls']} tool calls, {r['submissions_checked']} submissions checked, "
+      f"verdicts reproduced={r['verdicts_reproduced']}")
+PY
 echo "== compare" >&2
 $atb compare "$RANDOM_RUN" "$LLM_RUN" --db "$DB" | tee "$OUT/compare.txt"
 $atb compare "$RANDOM_RUN" "$LLM_RUN" --db "$DB" --json > "$OUT/compare.json"
 echo "== report" >&2
 $atb report "$RANDOM_RUN" "$LLM_RUN" --db "$DB" --out "$OUT"
-echo "report: $OUT/report.html (runs $RANDOM_RUN, $LLM_RUN)"
+echo "report: $OUT/report.html (runs $RANDOM_RUN random, $LLM_RUN live SmolLM2-135M served locally; transcript $OUT/live-transcript.jsonl)"

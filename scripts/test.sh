@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# a throwaway PostgreSQL 15 on loopback for the PostgreSQL store's tests (exports ATB_TEST_PG_URL)
+source scripts/services.sh
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -42,3 +42,51 @@ def docker_sandbox_ready() -> None:
     status = image_status(load_protocol().sandbox.image, client)
     if not status.docker_image_present:
         pytest.skip(f"sandbox image {status.tag} is not built (atb sandbox build)")
+
+
+# ---------------------------------------------------------------------- PostgreSQL (issue 17)
+def _pg_missing(reason: str) -> None:
+    """Skip locally; under CI=true a missing PostgreSQL is a broken setup, so fail."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but PostgreSQL is missing (scripts/services.sh starts it): {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A reachable PostgreSQL server: ATB_TEST_PG_URL, else one started by scripts/services.sh
+    (a throwaway server as the postgres user on 127.0.0.1, reused while it runs)."""
+    import subprocess
+    from pathlib import Path
+
+    url = os.environ.get("ATB_TEST_PG_URL")
+    if not url:
+        script = Path(__file__).resolve().parent.parent / "scripts" / "services.sh"
+        proc = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, timeout=180)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            _pg_missing(f"scripts/services.sh start failed: {proc.stderr.strip()[-500:]}")
+        url = proc.stdout.strip().splitlines()[-1]
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure to reach it is "missing"
+        _pg_missing(f"cannot connect to {url}: {exc}")
+    return url
+
+
+@pytest.fixture
+def pg_db(pg_url: str):  # type: ignore[no-untyped-def]
+    """A fresh, empty database on the test server for one test (dropped afterwards): its URL."""
+    import uuid
+
+    import psycopg
+
+    name = f"atb_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _ = pg_url.rpartition("/")
+    yield f"{base}/{name}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

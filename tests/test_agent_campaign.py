@@ -232,3 +232,26 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert summary.outcome.status == "completed"
     report = replay_transcript(Path(summary.outcome.detail["transcript"]), toolbox_factory=_memory_tools)
     assert report.verdicts_reproduced and report.requests_identical == 5 and report.submissions_checked == 3
+
+
+def test_a_crashed_replay_tuner_run_resumes_with_every_iteration_stored_once(tmp_path: Path) -> None:
+    """Issue 14: resuming works for every tuner. ``replay:PATH`` used to refuse ``resume`` outright; now
+    its recorded-call cursor is put where the checkpoint stands, so the resumed requests still match
+    the recording byte for byte and nothing is measured twice."""
+    first = _run("openai", tmp_path / "a", three_iterations())
+    path = first.outcome.detail["transcript"]
+    db = tmp_path / "b" / "atb.sqlite"
+    _CrashOnce.crashed = False
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_campaign("gelu", f"replay:{path}", 3, 7, db, services=_CrashOnce())
+    with sqlite3.connect(db) as c:
+        (campaign_id,), = c.execute("SELECT id FROM campaigns")
+    assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0]
+    services = ScriptedServices()
+    again = run_campaign("gelu", f"replay:{path}", 3, 7, db, services=services, resume=campaign_id)
+    assert again.iterations_recorded == 3 and again.outcome.status == "completed"
+    assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0, 1, 2]
+    assert services.judge is not None and services.judge.evaluated == [1, 2]
+    assert again.candidate_sequence == first.candidate_sequence
+    report = replay_transcript(Path(again.outcome.detail["transcript"]), toolbox_factory=_memory_tools)
+    assert report.verdicts_reproduced and report.requests_identical == 5

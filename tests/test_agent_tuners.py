@@ -130,3 +130,43 @@ def test_a_missing_key_fails_before_a_campaign_is_opened(tmp_path: Path, monkeyp
     from atb_agent.cli import main
 
     assert main(["replay", str(tmp_path / "missing.jsonl"), "--json"]) == 2
+
+
+def test_a_loopback_url_that_atb_does_not_serve_still_needs_a_key(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a model `atb model serve` started (its state file names the URL, its pid is alive) is keyless."""
+    from atb_agent.errors import MissingApiKeyError
+
+    monkeypatch.setenv("ATB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingApiKeyError, match="OPENAI_API_KEY"):
+        resolve_tuner("openai:smollm2", base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_stale_model_server_state_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state file whose process has gone (a crashed server) is removed, not used."""
+    import subprocess
+
+    from atb_agent.model_server import ServerState, served_identity, state_path
+    from transcripts import ModelServerData
+
+    monkeypatch.setenv("ATB_CACHE_DIR", str(tmp_path / "cache"))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    ident = ModelServerData(name="smollm2", about="x", gguf_sha256="0" * 64, gguf_bytes=1, server="llama-server",
+                            server_version="v", server_argv=[], base_url="http://127.0.0.1:9/v1",
+                            max_output_tokens=8, temperature=0.0, text_protocol="fenced-python/1")
+    path = state_path("smollm2")
+    path.parent.mkdir(parents=True)
+    path.write_text(ServerState(pid=gone.pid, log_path="", started_at=0.0, identity=ident).model_dump_json())
+    assert served_identity("http://localhost:9/v1") is None and not path.exists()
+
+
+def test_an_unknown_prompt_variant_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from atb_agent.tuners import prompt_variant_from_env
+
+    monkeypatch.setenv("ATB_PROMPT", "chatty")
+    with pytest.raises(TunerSpecError, match="ATB_PROMPT"):
+        prompt_variant_from_env("small-model/1")
+    monkeypatch.setenv("ATB_PROMPT", "standard")
+    assert prompt_variant_from_env("small-model/1") == "standard"

@@ -101,7 +101,7 @@ def test_truncated_run_is_an_infrastructure_defect(store: SqliteStore) -> None:
 
 def test_finished_campaign_takes_no_more_iterations(store: SqliteStore) -> None:
     sid = open_session(store)
-    cid = build_campaign(store, sid, [1.1], budget=3)
+    cid = build_campaign(store, sid, [1.1, 1.2, 1.3], budget=3)   # 'completed' needs the whole budget stored
     rec = CampaignRecorder.resume(store, PROTO, cid)
     assert rec.finish().status == "completed"       # idempotent
     with pytest.raises(CampaignError, match="finished"):
@@ -117,3 +117,39 @@ def test_best_so_far_counts_usable_iterations_only(store: SqliteStore) -> None:
     rec.record(1, verdict_id=make_verdict(store, sid, "q", 3.0, halfwidth=0.5))   # too noisy
     rec.record(2, verdict_id=make_verdict(store, sid, "r", 1.5), usage=IterationUsage(tokens_in=5))
     assert best_so_far(get_iterations(store, rec.campaign_id), 4) == [1.2, 1.2, 1.5, 1.5]
+
+
+def test_a_resumed_run_measures_in_an_attached_session_on_the_same_device(store: SqliteStore) -> None:
+    """Issue 14: a killed run's resume opens a new session. It joins the campaign (same device, same
+    protocol) before anything is measured; a verdict from a session the campaign never attached, or
+    a session on another device, is still refused. Each verdict's ratio stays inside its own session."""
+    sid = open_session(store)
+    rec = _rec(store, sid, budget=3)
+    rec.record(0, verdict_id=make_verdict(store, sid, "a", 1.1))
+    resumed_session = open_session(store)
+    stray = open_session(store)
+    elsewhere = open_session(store, device="another-cpu")
+    again = CampaignRecorder.check_resume(store, PROTO, rec.campaign_id, task_id=TASK, tuner_spec="random", seed=1,
+                                          budget=3)
+    with pytest.raises(CampaignError, match="another device|device it started on"):
+        again.attach_session(elsewhere)
+    again.attach_session(resumed_session)
+    again.attach_session(resumed_session)                  # idempotent
+    assert again.sessions() == [sid, resumed_session]
+    assert again.record(1, verdict_id=make_verdict(store, resumed_session, "b", 1.2)).idx == 1
+    with pytest.raises(CampaignError, match="session"):
+        again.record(2, verdict_id=make_verdict(store, stray, "c", 1.3))
+    again.finish()
+    with pytest.raises(CampaignError, match="finished"):
+        again.attach_session(stray)
+
+
+def test_check_resume_refuses_other_parameters_and_writes_nothing(store: SqliteStore) -> None:
+    sid = open_session(store)
+    rec = _rec(store, sid, budget=3)
+    before = [store.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("sessions", "reports", "campaigns")]
+    for wrong in ({"budget": 4}, {"seed": 2}, {"task_id": "gelu"}, {"tuner_spec": "openai:x"}):
+        with pytest.raises(CampaignError, match="same arguments"):
+            CampaignRecorder.check_resume(store, PROTO, rec.campaign_id, **wrong)
+    after = [store.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("sessions", "reports", "campaigns")]
+    assert before == after

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.campaigns import CampaignRecorder, IterationUsage
+from harness.gates import gate_names
 from harness.records import (
     DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text,
 )
@@ -38,9 +39,10 @@ def make_verdict(store: SqliteStore, session: str, text: str, ratio: float | Non
     cand = store.add_candidate(text, "kernel", REF)
     base = sha256_text("baseline:" + task)
     dev = store.session(session)["device_sha256"]
-    gates = [GateResult(name="identity", passed=True)]
-    if failed_gate:
-        gates.append(GateResult(name=failed_gate, passed=False, detail="tripped"))
+    # every registered gate, as the store requires; ``failed_gate`` names one by its suffix ("escape")
+    names = gate_names()
+    failing = next(n for n in names if n.endswith(failed_gate)) if failed_gate else None
+    gates = [GateResult(name=n, passed=n != failing, detail="tripped" if n == failing else "") for n in names]
     cset = bset = None
     lo = hi = None
     if ratio is not None:

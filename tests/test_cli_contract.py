@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,122 @@ def test_bad_input_without_json_is_one_line_on_stderr() -> None:
 def test_unknown_command_exits_2() -> None:
     out = atb("frobnicate")
     assert out.returncode == 2 and "frobnicate" in out.stderr
+
+
+# ---------------------------------------------------------------------- every number on the command line
+# Issue 14: `--budget 10^21`, `--seed 2^70` and `replay:/nonexistent` exited 1 ("internal error") after a
+# store and a measurement session had been opened. Every numeric flag now has a validated type from
+# atb_agent/cli/_args.py, checked by argparse before any command runs: exit 2, one line naming the flag.
+
+ABSURD_NUMBERS = [str(10**21), str(2**70), str(-(2**70)), "-1", "0", "nan", "inf", "-inf", "1e400", "abc", "", "1.5",
+                  "0x10"]
+
+
+def _subcommands(parser: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append(((*prefix, name), sub))
+                found.extend(_subcommands(sub, (*prefix, name)))
+    return found
+
+
+def _numeric_flags() -> list[tuple[tuple[str, ...], str, Any]]:
+    """(command path, flag, type) for every option of every command whose value is a number."""
+    import argparse
+
+    from atb_agent.cli import _args, build_parser
+
+    validated = {getattr(_args, n) for n in _args.__all__ if callable(getattr(_args, n))}
+    out = []
+    for path, sub in _subcommands(build_parser()):
+        for action in sub._actions:
+            if not action.option_strings or isinstance(action, argparse._SubParsersAction):
+                continue
+            if action.type in (int, float) or action.type in validated and action.type is not _args.tuner_spec:
+                out.append((path, action.option_strings[-1], action.type))
+    return out
+
+
+def _argv_for(path: tuple[str, ...], flag: str, value: str) -> list[str]:
+    """The command with every required argument filled plausibly and ``flag`` set to ``value``."""
+    from atb_agent.cli import build_parser
+
+    sub = dict(_subcommands(build_parser()))[path]
+    argv = [*path]
+    for action in sub._actions:
+        if action.option_strings or action.dest in ("help", "command"):
+            continue
+        if action.nargs == 0:
+            continue
+        argv.append(str(action.choices[0]) if action.choices else "x")
+    for action in sub._actions:
+        if action.option_strings and action.required and action.option_strings[-1] != flag:
+            argv += [action.option_strings[-1], "random" if action.dest == "tuner" else "1"]
+    return [*argv, f"{flag}={value}", "--json"]
+
+
+def test_every_numeric_flag_has_a_validated_type() -> None:
+    """A bare int/float type lets 10^21 or nan through to SQLite or torch (an internal error, exit 1)."""
+    flags = _numeric_flags()
+    assert {("run", "--budget"), ("run", "--seed")} <= {(p[0], f) for p, f, _ in flags}
+    raw = [(" ".join(p), f) for p, f, t in flags if t in (int, float)]
+    assert not raw, f"numeric flags without a validated type from atb_agent/cli/_args.py: {raw}"
+
+
+@pytest.mark.parametrize("value", ABSURD_NUMBERS)
+def test_absurd_numbers_on_every_numeric_flag_exit_2_naming_the_flag(value: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from atb_agent.cli import main
+
+    flags = _numeric_flags()
+    assert flags
+    for path, flag, typ in flags:
+        try:
+            typ("1")
+            typ("16")
+        except Exception:  # noqa: BLE001 - only a value the type refuses is asked of the CLI
+            pass
+        try:
+            typ(value)
+            continue                       # a legal value for this flag (e.g. 0 for a seed)
+        except Exception:  # noqa: BLE001
+            pass
+        capsys.readouterr()
+        argv = _argv_for(path, flag, value)
+        code = main(argv)
+        out = capsys.readouterr()
+        assert code == 2, (argv, code, out.out, out.err)
+        obj = one_json_object(out.out)
+        assert obj["exit_code"] == 2 and f"argument {flag}" in obj["error"], (argv, obj)
+        assert "internal error" not in obj["error"]
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["run", "relu", "--tuner", "random", "--budget", str(10**21), "--seed", "1"], "--budget"),
+    (["run", "relu", "--tuner", "random", "--budget", "3", "--seed", str(2**70)], "--seed"),
+    (["run", "relu", "--tuner", "replay:/nonexistent", "--budget", "3", "--seed", "1"], "replay:/nonexistent"),
+    (["run", "relu", "--tuner", "nosuchprovider:model", "--budget", "3", "--seed", "1"], "nosuchprovider"),
+    (["run", "relu", "--tuner", "openai:", "--budget", "3", "--seed", "1"], "openai:MODEL"),
+])
+def test_issue14_bad_numbers_and_tuner_specs_exit_2_and_open_nothing(argv: list[str], names: str,
+                                                                       tmp_path: Path) -> None:
+    """The issue's three cases, through the real entry point: exit 2, one line, and no store written."""
+    db = tmp_path / "x.sqlite"
+    out = atb(*argv, "--db", str(db))
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert names in out.stderr and "internal error" not in out.stderr
+    assert not db.exists(), "bad input must be refused before the store (or a session) is opened"
+
+
+def test_a_replay_spec_of_a_file_that_is_no_transcript_exits_2(tmp_path: Path) -> None:
+    bogus = tmp_path / "not-a-transcript.jsonl"
+    bogus.write_text("hello\n")
+    out = atb("run", "relu", "--tuner", f"replay:{bogus}", "--budget", "1", "--seed", "1", "--db",
+              str(tmp_path / "x.sqlite"), "--json")
+    assert out.returncode == 2
+    assert "not a readable transcript" in one_json_object(out.stdout)["error"]

@@ -72,6 +72,7 @@ def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> No
     a = build_campaign(store, sid, [1.01, 1.02], tag="a")
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="x", seed=1, budget=2,
                                 session_id=sid)
+    from harness.gates import gate_names
     from harness.records import MeasurementSample, MeasurementSet, Verdict, GateResult, sha256_text
     dev = store.session(sid)["device_sha256"]
     cand = store.add_candidate("roof", "kernel", PROTO.ref())
@@ -79,14 +80,15 @@ def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> No
     cs = MeasurementSet(session_id=sid, device_sha256=dev, protocol=PROTO.ref(), task_id="relu",
                         subject_sha256=cand, arm="candidate", samples=[MeasurementSample(seed=s, values=[1.0]) for s in seeds])
     bs = MeasurementSet(session_id=sid, device_sha256=dev, protocol=PROTO.ref(), task_id="relu",
-                        subject_sha256=sha256_text("b"), arm="baseline", samples=[MeasurementSample(seed=s, values=[1.0]) for s in seeds])
+                        subject_sha256=sha256_text("b"), arm="baseline", samples=[MeasurementSample(seed=s, values=[1.3]) for s in seeds])
     v = Verdict(session_id=sid, device_sha256=dev, protocol=PROTO.ref(), task_id="relu", candidate_sha256=cand,
                 baseline_sha256=sha256_text("b"), baseline_label="eager", status="accepted", correct=True,
                 ratio=1.3, ci_low=1.29, ci_high=1.31, candidate_set_id=cs.id, baseline_set_id=bs.id,
-                gates=[GateResult(name="g", passed=True)],
+                gates=[GateResult(name=n, passed=True) for n in gate_names()],
                 # as harness.evaluate stores it: the candidate's fraction and both median times
                 detail={"roofline_fraction": 0.9, "candidate_median_ns": 1000.0, "baseline_median_ns": 1100.0})
     rec.record(0, verdict_id=store.add_verdict(v, cs, bs))
+    rec.record(1, verdict_id=None, candidate_sha256=sha256_text("none"), no_verdict_reason="no submission")
     rec.finish()
     c = compare_runs(store, a, rec.campaign_id, PROTO)
     assert c.saturation.saturated and "roofline" in c.saturation.reason and c.verdict == "uninformative_saturated"

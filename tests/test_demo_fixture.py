@@ -1,8 +1,9 @@
-"""The README's main job replays `transcripts/recorded/scripted-openai-docker.jsonl` as a tuner.
+"""The scripted fixture `transcripts/recorded/scripted-openai-docker.jsonl` replays as a tuner.
 
-If the tools, prompts or task brief drift from what that fixture recorded, the replay diverges and
-the main command breaks: this test catches that here, not on a user's fresh machine. Regenerate the
-fixture with `python tests/loopback/make_fixtures.py --docker` after such a change.
+The main job (`scripts/demo.sh`) is live now (a real model served locally, see
+tests/test_live_model.py); this scripted fixture stays for tests: if the tools, prompts or task brief
+drift from what it recorded, the replay diverges, and this test catches that. Regenerate the fixture
+with `python tests/loopback/make_fixtures.py --docker` after such a change.
 """
 
 from __future__ import annotations

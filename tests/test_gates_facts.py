@@ -40,7 +40,8 @@ def _timed(seed: int, per_rep: float, **kw: object) -> TimedFacts:
     base = dict(seed=seed, times_ns=[per_rep] * 15, wall_ns=per_rep * 15 * 1.05, timed_total_ns=per_rep * 15,
                 parent_wall_ns=per_rep * 15 * 1.05 + 4e6, input_hashes_before=["a"], input_hashes_after=["a"],
                 timed_outputs=[TimedOutput(rep=r, input_seed=1000 * seed + r, output_path=f"/x/{seed}-{r}.pt")
-                               for r in (0, 7, 14)] if seed < 3 else [])
+                               for r in (0, 7, 14)] if seed < 3 else [],
+                timed_calls=15, distinct_input_sets=15, input_refill="window")
     base.update(kw)
     return TimedFacts(**base)  # type: ignore[arg-type]
 
@@ -169,6 +170,16 @@ def test_too_few_timed_checks_fail_closed() -> None:
     ev = honest()
     comps = [c for c in ev.comparisons if c.phase != "timed"][:3]
     assert "stale_output" in failing(ev.model_copy(update={"comparisons": comps}))
+
+
+def test_timed_calls_on_repeated_input_sets_fail() -> None:
+    ev = honest()
+    timed = [t.model_copy(update={"distinct_input_sets": 3}) for t in ev.candidate_timed]
+    r = results(ev.model_copy(update={"candidate_timed": timed}))
+    assert "distinct input sets" in r["stale_output"].detail
+    assert {n for n, g in r.items() if not g.passed} == {"stale_output"}
+    unrecorded = [t.model_copy(update={"timed_calls": 0}) for t in ev.baseline_timed]
+    assert "stale_output" in failing(ev.model_copy(update={"baseline_timed": unrecorded}))
 
 
 def test_timed_outputs_on_one_input_seed_fail() -> None:

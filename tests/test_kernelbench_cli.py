@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,11 @@ def test_atb_eval_on_a_kernelbench_problem(tmp_path: Path, capsys: pytest.Captur
     assert data["correct"] is True and data["speedup"] > 0
     assert data["verdict"] == "accepted", [g for g in data["gates"] if not g["passed"]]
     assert data["start_label"] == "start:eager-reference" and data["task_id"].startswith("kb:19_ReLU:")
+    # issue 14: every verdict says how each arm's child was confined; on this machine bwrap confines them
+    assert set(data["confinement"]) == {"candidate", "reference"}
+    assert data["confinement"]["candidate"].startswith(("bwrap:", "unconfined:"))
+    if os.environ.get("CI") == "true":
+        assert data["confinement"]["candidate"].startswith("bwrap:"), data["confinement"]
     with SqliteStore(db) as s:
         assert s.verdict(data["verdict_id"]).candidate_sha256 == data["candidate_sha256"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaigns import IterationConflict, get_iterations
+from harness.campaigns import CampaignError, CampaignRecorder, IterationConflict, get_iterations
 from harness.records import sha256_text
 from harness.search import (
     BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, LessEqual, RandomSearch,
@@ -135,3 +135,65 @@ def test_atb_run_random_on_a_native_task_records_the_seeds_sequence(tmp_path: Pa
     assert main(["run", "relu", "--tuner", "random", "--budget", "2", "--seed", "1", "--db", str(db), "--json",
                  "--resume", out["run_id"]]) == 0
     assert json.loads(capsys.readouterr().out)["candidate_sequence"] == expected
+
+
+def test_a_resumed_search_measures_in_a_new_session_and_adopts_a_verdict_stored_before_the_kill(tmp_path: Path) -> None:
+    """Issue 14: resuming random search in a new session used to fail every time ("measured in session
+    X (campaign's: Y)"), leaving an orphan verdict. Now the new session is attached; and a verdict the
+    killed run stored for its next candidate (killed before the iteration row) is recorded, not redone."""
+    store = SqliteStore(tmp_path / "atb.sqlite")
+    first_session = open_session(store)
+    space = KnobSpace.coerce({"impl": ["a", "b", "c", "d"]})
+    evaluated: list[str] = []
+    session = {"id": first_session}
+
+    def evaluate(source: str) -> dict[str, str]:
+        evaluated.append(source)
+        return {"verdict_id": make_verdict(store, session["id"], source, 1.0 + 0.1 * len(evaluated))}
+
+    def render(k: dict[str, object]) -> str:
+        return f"# impl={k['impl']}\n"
+
+    class Killed(Exception):
+        pass
+
+    def killed_after_storing_the_second_verdict(i: int, knobs: object, result: object) -> None:
+        if i == 0:
+            evaluate(render(RandomSearch(space, 4).sequence(2)[1]))    # iteration 1's verdict is stored...
+            raise Killed()                                               # ...and the run dies before its row
+
+    kw = dict(task_id="relu", kind="kernel", render=render, evaluate=evaluate, store=store, protocol=PROTO,
+              budget=3, seed=4)
+    with pytest.raises(Killed):
+        run_random_search(space=space, session_id=first_session, on_iteration=killed_after_storing_the_second_verdict,
+                          **kw)  # type: ignore[arg-type]
+    (campaign_id,), = store.query("SELECT id FROM campaigns")
+    assert [i.idx for i in get_iterations(store, campaign_id)] == [0] and len(evaluated) == 2
+    session["id"] = open_session(store)                    # the resumed run's own session, same device
+    done = run_random_search(space=space, session_id=session["id"], campaign_id=campaign_id, **kw)  # type: ignore[arg-type]
+    its = get_iterations(store, campaign_id)
+    assert [i.idx for i in its] == [0, 1, 2] and done.outcome is not None and done.outcome.status == "completed"
+    assert len(evaluated) == 3, "the verdict stored before the kill was measured again"
+    assert its[1].detail.get("verdict_measured_before_resume") is True
+    assert [store.verdict(i.verdict_id).session_id for i in its if i.verdict_id] == [first_session, first_session,
+                                                                                        session["id"]]
+    orphans = store.query("SELECT count(*) FROM verdicts v WHERE NOT EXISTS "
+                          "(SELECT 1 FROM iterations i WHERE i.verdict_id = v.id)")[0][0]
+    assert orphans == 0
+
+
+def test_a_resume_on_another_device_is_refused_before_a_session_is_opened(tmp_path: Path) -> None:
+    from harness.search import random_search_task
+
+    store = SqliteStore(tmp_path / "atb.sqlite")
+    sid = open_session(store, device="not-this-machine")
+    rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=1, budget=2,
+                                session_id=sid, config={"backend": "cpu"})
+    counts = [store.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("sessions", "verdicts", "reports")]
+    with pytest.raises(CampaignError, match="device"):
+        random_search_task("relu", store=store, protocol=PROTO, budget=2, seed=1, backend="cpu",
+                           campaign_id=rec.campaign_id)
+    with pytest.raises(CampaignError, match="same arguments"):
+        random_search_task("relu", store=store, protocol=PROTO, budget=3, seed=1, backend="cpu",
+                           campaign_id=rec.campaign_id)
+    assert [store.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("sessions", "verdicts", "reports")] == counts

@@ -1,6 +1,8 @@
 """The store's ingest rules live in the database: raw SQL that bypasses Python is refused too.
 
 Each rule has its own named test. Every refused insert must leave the rows already stored intact.
+Raw inserts that should succeed go through ``insert_chained``: a raw-SQL writer that also computes the
+hash chain, so a refusal below is the rule's, never a missing chain column.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from harness.records import (
     sha256_text,
     utc_now,
 )
+from harness.gates import gate_names
 from harness.store import IngestRejected, SqliteStore, connect
+from harness.store._chain import insert_chained
 from protocol import load_protocol
 
 PROTO = load_protocol()
@@ -30,7 +34,9 @@ REF = PROTO.ref()
 SEEDS = list(range(101, 101 + PROTO.seeds.paired_seeds))
 CAND = sha256_text("candidate")
 BASE = sha256_text("baseline")
-PASS = [{"name": "identity", "passed": True, "detail": ""}]
+PASS = [{"name": n, "passed": True, "detail": ""} for n in gate_names()]
+ALL_GATES = [GateResult(name=n, passed=True) for n in gate_names()]
+SPEEDUP = 1.5   # baseline samples are SPEEDUP x the candidate's, so the raw verdicts' ratio 1.5 agrees
 
 
 def _fp(name: str = "cpu-a") -> DeviceFingerprint:
@@ -58,7 +64,8 @@ def _set(store: SqliteStore, session: str, arm: str, seeds: list[int], *, kind: 
     ms = MeasurementSet(session_id=session, device_sha256=dev, protocol=REF, task_id=task,
                         subject_sha256=CAND if arm == "candidate" else BASE, arm=arm, kind=kind,  # type: ignore[arg-type]
                         unit="ns" if kind == "kernel" else "requests_per_s",
-                        samples=[MeasurementSample(seed=s, values=[1000.0, 1010.0]) for s in seeds])
+                        samples=[MeasurementSample(seed=s, values=[x * (SPEEDUP if arm == "baseline" else 1.0)
+                                                                   for x in (1000.0, 1010.0)]) for s in seeds])
     with store.transaction() as c:
         store._insert_measurement_set(c, ms)
     return ms.id
@@ -75,7 +82,7 @@ def _raw_verdict(conn: sqlite3.Connection, session: str, device: str, cset: str 
         "protocol_sha256": REF.sha256, "created_at": utc_now(),
     }
     row.update(over)
-    conn.execute(f"INSERT INTO verdicts ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    insert_chained(conn, "verdicts", row)
 
 
 def _count(conn: sqlite3.Connection, table: str) -> int:
@@ -167,7 +174,8 @@ def test_verdict_without_gate_results_cannot_enter_db(store: SqliteStore, raw: s
 def test_accepted_verdict_with_a_failed_gate_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
-    gates = json.dumps(PASS + [{"name": "input_mutation", "passed": False, "detail": "input 0 changed"}])
+    gates = json.dumps([g if g["name"] != "input_mutation" else {"name": "input_mutation", "passed": False,
+                                                                 "detail": "input 0 changed"} for g in PASS])
     _refused(raw, "accepted_with_failed_gate", lambda: _raw_verdict(raw, session, dev, c, b, gates_json=gates))
     # the same verdict, rejected, is a legitimate result and enters
     _raw_verdict(raw, session, dev, c, b, gates_json=gates, status="rejected", id="v-rej")
@@ -214,8 +222,8 @@ def test_api_refusal_is_typed_and_names_the_rule(store: SqliteStore, session: st
     good_b = _set(store, session, "baseline", SEEDS)
     v = Verdict(session_id=session, device_sha256=dev, protocol=REF, task_id="relu", candidate_sha256=CAND,
                 baseline_sha256=BASE, baseline_label="eager-reference", status="accepted", correct=True,
-                ratio=1.2, ci_low=1.1, ci_high=1.3, candidate_set_id=good_c, baseline_set_id=good_b,
-                gates=[GateResult(name="identity", passed=True)])
+                ratio=1.5, ci_low=1.4, ci_high=1.6, candidate_set_id=good_c, baseline_set_id=good_b,
+                gates=ALL_GATES)
     store.add_verdict(v)
     before = store.query("SELECT count(*) FROM measurements")[0][0]
     cand = MeasurementSet(session_id=session, device_sha256=dev, protocol=REF, task_id="relu",
@@ -231,16 +239,17 @@ def test_api_refusal_is_typed_and_names_the_rule(store: SqliteStore, session: st
     # the whole transaction rolled back: neither set nor its samples were kept, the old verdict stays
     assert store.query("SELECT count(*) FROM measurements")[0][0] == before
     assert not store.query("SELECT 1 FROM measurement_sets WHERE id = ?", (cand.id,))
-    assert store.verdict(v.id).ratio == 1.2
+    assert store.verdict(v.id).ratio == 1.5
 
 
 def test_usable_iteration_needs_an_accepted_verdict(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _raw_verdict(raw, session, dev, c, b, id="v-r", status="rejected", correct=0)
-    raw.execute("INSERT INTO campaigns (id, task_id, kind, tuner_spec, seed, budget, session_id, device_sha256, "
-                "protocol_version, protocol_sha256, created_at) VALUES ('c1','relu','kernel','random',1,2,?,?,?,?,?)",
-                (session, dev, REF.version, REF.sha256, utc_now()))
+    insert_chained(raw, "campaigns", {
+        "id": "c1", "task_id": "relu", "kind": "kernel", "tuner_spec": "random", "seed": 1, "budget": 2,
+        "session_id": session, "device_sha256": dev, "protocol_version": REF.version, "protocol_sha256": REF.sha256,
+        "created_at": utc_now()})
     with pytest.raises(sqlite3.DatabaseError, match="atb_rule:usable_iteration_not_accepted"):
         raw.execute("INSERT INTO iterations (campaign_id, idx, verdict_id, usable, protocol_version, protocol_sha256, "
                     "created_at) VALUES ('c1', 0, 'v-r', 1, ?, ?, ?)", (REF.version, REF.sha256, utc_now()))

@@ -27,9 +27,11 @@ from transcripts._records import (
     HttpResponseRecord,
     IterationStartData,
     ModelCallData,
+    ModelServerData,
     ModelTurnData,
     ResumeData,
     SubmissionData,
+    TEXT_PROTOCOL_FENCED_PYTHON,
     ToolCallData,
     TruncationData,
     VerdictData,
@@ -44,8 +46,8 @@ from transcripts._transport import (
 
 __all__ = [
     "ENVIRONMENT_HEADERS", "FORMAT", "PER_ATTEMPT_HEADERS", "SECRET_HEADERS", "EndData", "Envelope", "ExchangeSink",
-    "HeaderData", "HttpRequestRecord", "HttpResponseRecord", "IterationStartData", "ModelCallData", "ModelTurnData",
-    "RecordingExhausted", "ReplayCursor", "RequestMismatch", "ResumeData", "SubmissionData", "ToolCallData",
+    "HeaderData", "HttpRequestRecord", "HttpResponseRecord", "IterationStartData", "ModelCallData", "ModelServerData", "ModelTurnData",
+    "RecordingExhausted", "ReplayCursor", "RequestMismatch", "ResumeData", "SubmissionData", "TEXT_PROTOCOL_FENCED_PYTHON", "ToolCallData",
     "Transcript", "TranscriptError", "TranscriptFormatError", "TranscriptTampered", "TranscriptWriter",
     "TruncationData", "VerdictData", "compare_request", "compared_headers", "normalise_request_headers",
     "read_transcript", "recording_transport", "replay_transport", "verify_transcript",

@@ -59,8 +59,36 @@ class HttpResponseRecord(_Data):
         return unb64(self.body_b64)
 
 
+class ModelServerData(_Data):
+    """A model served on this machine (``atb model serve``): which weights, which server, which flags.
+
+    Recorded in the header of a live run against it, so the run says exactly what answered: the GGUF's
+    SHA-256, the server's own ``--version`` text and the command line it was started with.
+    """
+
+    name: str
+    about: str
+    gguf_sha256: str
+    gguf_bytes: int
+    server: str
+    server_version: str
+    server_argv: list[str]
+    base_url: str
+    max_output_tokens: int = Field(description="the cap this model's requests use (at most the protocol's)")
+    temperature: float = Field(description="sent with every request, with the run's seed")
+    text_protocol: str = Field(description="the declared text protocol for a model without native tool calls")
+
+
+TEXT_PROTOCOL_FENCED_PYTHON = "fenced-python/1"
+
+
 class HeaderData(_Data):
-    """What the run was: who made it, against what, and whether the model is real or scripted."""
+    """What the run was: who made it, against what, and whether the model is real or scripted.
+
+    ``text_protocol`` (empty: none) says the run accepted answers by the declared text protocol: a
+    fenced Python block in a turn without tool calls became the candidate file and ending the turn
+    submitted it (a native tool call took precedence). ``model_server`` identifies a locally served model.
+    """
 
     format: Literal["atb-transcript/1"] = FORMAT
     scripted: bool = Field(description="True when the model turns came from a script, not a real model")
@@ -80,6 +108,9 @@ class HeaderData(_Data):
     max_tool_calls_per_iteration: int
     tool_definitions_sha256: str
     created_at: str
+    text_protocol: str = ""
+    prompt: str = ""                  # the prompt variant ("" = standard; see atb_agent.graph._prompts)
+    model_server: ModelServerData | None = None
 
 
 class IterationStartData(_Data):

@@ -26,6 +26,10 @@ _GROUPS = (
     "atb_agent.cli._sandbox",
     "atb_agent.cli._engine",
     "atb_agent.cli._anchor",
+    "atb_agent.cli._store",
+    "atb_agent.cli._mcp",
+    "atb_agent.cli._sweep",
+    "atb_agent.cli._model",
 )
 
 

@@ -46,9 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=run_remeasure)
 
 
-def _open_store(path: str):  # type: ignore[no-untyped-def]
+def _open_store(path: str, verified: bool = False):  # type: ignore[no-untyped-def]
+    """``verified``: refuse (exit 2) a store that fails `atb store verify` (retest, remeasure read results)."""
     from harness.store import SqliteStore
 
+    if verified:
+        from atb_agent.cli._common import open_verified_store
+
+        return open_verified_store(path)
     return SqliteStore(path)
 
 
@@ -74,7 +79,7 @@ def run_retest(args: argparse.Namespace) -> int:
     from harness.retest import retest_run
 
     progress(f"retest of run {args.run} on {args.backend}")
-    with _open_store(args.db) as store:
+    with _open_store(args.db, verified=True) as store:
         report = retest_run(store, args.run, args.backend, task_path=args.task)
     home_ci = f" [{report.home_ci[0]:.3f}, {report.home_ci[1]:.3f}]" if report.home_ci else ""
     if report.held_out_ratio is not None:
@@ -97,7 +102,7 @@ def run_remeasure(args: argparse.Namespace) -> int:
     from harness.remeasure import remeasure_run
 
     progress(f"re-measuring every verdict of run {args.run} in a fresh session")
-    with _open_store(args.db) as store:
+    with _open_store(args.db, verified=True) as store:
         report = remeasure_run(store, args.run, task_path=args.task)
     mad = f"{report.median_abs_deviation:.2%}" if report.median_abs_deviation is not None else "n/a"
     text = "\n".join([

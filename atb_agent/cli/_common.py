@@ -64,3 +64,40 @@ def add_json(p: argparse.ArgumentParser) -> None:
 
 def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default="atb.sqlite", help="results store (SQLite file), default ./atb.sqlite")
+
+
+def open_verified_store(db: str) -> Any:
+    """Open the results store for a command that reads results (compare, report, remeasure, retest).
+
+    A SQLite file is verified read-only before it is opened (nothing is appended to a store that
+    fails), so a store with a broken hash chain, a row that breaks a rule, a dropped or altered trigger
+    or another schema version is refused here, by every such command alike.
+
+    Raises:
+        StoreTampered: the store fails verification (exit 2, one line naming the first bad row).
+        StoreSchemaVersionError: the file has another schema version (exit 2).
+    """
+    from pathlib import Path
+
+    from harness.store import SqliteStore, StoreSchemaVersionError, StoreTampered, verify_path
+
+    text = str(db)
+    if "://" in text and not text.startswith("sqlite:///"):
+        from harness.store import open_store
+
+        store = open_store(text)
+        result = store.verify()
+    else:
+        path = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text)
+        result = verify_path(path) if path.is_file() else None
+        if result is None or result.ok:
+            return SqliteStore(path)
+        store = None
+    if result.ok:
+        return store
+    if store is not None:
+        store.close()
+    first = result.problems[0]
+    if first.kind == "schema_version":
+        raise StoreSchemaVersionError(f"results store {result.path}: {first.detail}")
+    raise StoreTampered(result.path, result.first_problem or "unknown problem", len(result.problems))

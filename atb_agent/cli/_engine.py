@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from atb_agent.cli import _args
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     b = esub.add_parser("build", help="build (or reuse) an engine binary: `atb engine build llama-cpp`")
     b.add_argument("target", choices=["llama-cpp"])
-    b.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    b.add_argument("--jobs", type=_args.jobs, default=2, help="parallel compile jobs (default 2)")
     b.add_argument("--sdist", type=Path, default=None,
                    help="a local llama-cpp-python source distribution instead of downloading it")
     add_json(b)
@@ -30,9 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     m = esub.add_parser("make-model", help="write the seeded tiny random-weight llama GGUF")
     m.add_argument("--out", type=Path, default=Path("tiny-llama.gguf"), help="output path (default ./tiny-llama.gguf)")
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--embedding-length", type=int, default=None)
-    m.add_argument("--block-count", type=int, default=None)
+    m.add_argument("--seed", type=_args.seed, default=0)
+    m.add_argument("--embedding-length", type=_args.embedding_length, default=None)
+    m.add_argument("--block-count", type=_args.block_count, default=None)
     add_json(m)
     m.set_defaults(handler=_make_model)
 

@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--fresh-measurement", action="store_true",
                    help="re-measure every submission with the harness and report how the verdicts moved")
     p.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="device for --fresh-measurement")
+    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "bwrap"],
+                   help="sandbox backend the tool calls are re-run in (MCP call logs; default: Docker if it answers)")
     add_db(p)
     add_json(p)
     p.set_defaults(handler=run)
@@ -37,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.transcript)
     if not path.is_file():
         raise BadInput(f"no transcript at {path}")
+    from atb_agent.mcp import is_mcp_log
+
+    if is_mcp_log(path):                       # an `atb mcp serve` call log: re-executed, measured afresh
+        return run_mcp_log(args, path)
     try:
         header = read_transcript(path).header
     except TranscriptError as exc:
@@ -71,5 +77,55 @@ def run(args: argparse.Namespace) -> int:
     human = (f"replayed {report.model_calls} model calls byte-for-byte, {report.tool_calls} tool calls, "
              f"{report.submissions_checked} submissions with matching file hashes; measurement {report.measurement}: "
              + ("verdicts reproduced exactly" if report.verdicts_reproduced else f"{moved} of {len(report.verdicts)} verdicts moved"))
+    emit(report, args, human)
+    return EXIT_OK
+
+
+def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
+    """``atb replay MCP_LOG``: re-execute an MCP call log's tool calls in a fresh sandbox and measure every
+    submission again (there is no recorded measurement to serve: the point is the verdict sequence)."""
+    from atb_agent._engine_support import load_campaign_task
+    from atb_agent.campaign import HarnessServices
+    from atb_agent.errors import ReplayDivergence
+    from atb_agent.mcp import McpLogError, read_call_log
+    from atb_agent.replay import replay_mcp_log
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+    from sandbox import SandboxError
+
+    try:
+        header = read_call_log(path).header
+    except McpLogError as exc:
+        raise BadInput(f"{type(exc).__name__}: {exc}") from exc
+    task = load_campaign_task(header.task)
+    services = HarnessServices(args.backend, args.sandbox)
+    services.bind_task(task)
+    proto = load_protocol()
+    store = SqliteStore(args.db)
+    try:
+        services.open_session(store, proto, None)
+        evaluator = services.evaluator(task, store, proto)
+        progress(f"replaying MCP call log {path} ({header.tuner_spec}, task {header.task}): every tool call again "
+                 "in a fresh sandbox, every submission measured afresh")
+        try:
+            report = replay_mcp_log(
+                path, toolbox_factory=lambda submit, brief: services.toolbox(task, brief, submit), evaluator=evaluator)
+        except McpLogError as exc:
+            raise BadInput(f"{type(exc).__name__}: {exc}") from exc
+        except ReplayDivergence as exc:
+            raise BadInput(f"ReplayDivergence: {exc}") from exc
+        except SandboxError as exc:
+            raise BadInput(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        services.close()
+        store.close()
+    seq = ", ".join(f"{m.recorded_status}->{m.replayed_status}"
+                    + (f" ({m.speedup_change:+.1%})" if m.speedup_change is not None else "") for m in report.verdicts)
+    human = (f"re-executed {report.tool_calls_replayed} of {report.tool_calls_logged} logged tool calls "
+             f"({report.tool_calls_skipped} were refused when logged), {report.submissions_checked} submissions with "
+             f"matching file hashes; verdicts (logged->replayed): {seq or 'none'}; "
+             + ("same statuses, all within noise" if report.verdicts_within_noise else
+                ("same statuses, some speedups moved beyond the noise floor" if report.same_statuses
+                 else "STATUSES CHANGED")))
     emit(report, args, human)
     return EXIT_OK

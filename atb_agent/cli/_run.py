@@ -11,15 +11,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from atb_agent.cli import _args
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run a tuner on a task for a budget of iterations, recording every one")
     p.add_argument("task", help="native task name (see `atb tasks`) or a task file")
-    p.add_argument("--tuner", required=True, help="random | openai:MODEL | anthropic:MODEL | replay:PATH | entry point")
-    p.add_argument("--budget", type=int, required=True, help="iterations (each ends with one harness verdict)")
-    p.add_argument("--seed", type=int, required=True, help="the tuner's seed (random search: its whole sequence)")
+    p.add_argument("--tuner", required=True, type=_args.tuner_spec, help="random | openai:MODEL | anthropic:MODEL | replay:PATH | entry point")
+    p.add_argument("--budget", type=_args.budget, required=True, help="iterations (each ends with one harness verdict)")
+    p.add_argument("--seed", type=_args.seed, required=True, help="the tuner's seed (random search: its whole sequence)")
     p.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="device to measure on")
     p.add_argument("--resume", metavar="RUN", help="resume an unfinished run id instead of starting a new one")
     p.add_argument("--base-url", default=None,
@@ -156,10 +157,10 @@ def _compare_human(c: Any) -> str:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.compare import compare_runs
-    from harness.store import SqliteStore
+    from atb_agent.cli._common import open_verified_store
     from protocol import load_protocol
 
-    with SqliteStore(args.db) as store:
+    with open_verified_store(args.db) as store:   # a store that fails `atb store verify` is refused (exit 2)
         result = compare_runs(store, args.run_a, args.run_b, load_protocol())
     emit(result, args, _compare_human(result))
     return EXIT_OK
@@ -168,10 +169,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.reports import build_report
-    from harness.store import SqliteStore
+    from atb_agent.cli._common import open_verified_store
     from protocol import load_protocol
 
-    with SqliteStore(args.db) as store:
+    with open_verified_store(args.db) as store:   # a store that fails `atb store verify` is refused (exit 2)
         files = build_report(store, list(args.runs), Path(args.out), load_protocol())
     emit(files, args, f"report written: {files.html} ({', '.join(files.pngs)})")
     return EXIT_OK

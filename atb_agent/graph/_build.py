@@ -7,10 +7,12 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from atb_agent.graph._context import AgentContext
-from atb_agent.graph._nodes import after_model, after_tools, call_model, observe, record, route, run_tools, submit
+from atb_agent.graph._nodes import (
+    after_model, after_tools, call_model, observe, record, route, run_tools, submit, text_protocol,
+)
 from atb_agent.graph._state import TunerState
 
-NODES = ("observe", "call_model", "run_tools", "submit", "record")
+NODES = ("observe", "call_model", "run_tools", "text_protocol", "submit", "record")
 
 
 def build_graph() -> StateGraph[TunerState, AgentContext, TunerState, TunerState]:
@@ -19,11 +21,13 @@ def build_graph() -> StateGraph[TunerState, AgentContext, TunerState, TunerState
     g.add_node("observe", observe)
     g.add_node("call_model", call_model)
     g.add_node("run_tools", run_tools)
+    g.add_node("text_protocol", text_protocol)
     g.add_node("submit", submit)
     g.add_node("record", record)
     g.add_edge(START, "observe")
     g.add_edge("observe", "call_model")
-    g.add_conditional_edges("call_model", after_model, ["run_tools", "submit"])
+    g.add_conditional_edges("call_model", after_model, ["run_tools", "text_protocol", "submit"])
+    g.add_edge("text_protocol", "submit")
     g.add_conditional_edges("run_tools", after_tools, ["call_model", "submit"])
     g.add_edge("submit", "record")
     g.add_conditional_edges("record", route, {"observe": "observe", "__end__": END})

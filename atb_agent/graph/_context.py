@@ -80,3 +80,6 @@ class AgentContext:
     max_output_tokens: int
     max_tool_calls_per_iteration: int
     tools: list[dict[str, Any]] = field(default_factory=list)
+    text_protocol: str = ""               # "" (off) or the declared protocol, e.g. "fenced-python/1"
+    candidate_file: str = "candidate.py"  # where the text protocol writes the fenced block
+    prompt_variant: str = "standard"      # which observation text (see _prompts)

@@ -25,7 +25,7 @@ def observe(state: TunerState, runtime: Runtime[AgentContext]) -> dict[str, Any]
     ctx = runtime.context
     last = state["last_verdict"]
     text = observation(state["iteration"], state["budget"], ctx.task_brief, last,
-                       VerdictSummary.model_validate(last).for_model() if last else None)
+                       VerdictSummary.model_validate(last).for_model() if last else None, ctx.prompt_variant)
     ctx.transcript.append("iteration_start", IterationStartData(iteration=state["iteration"], observation=text))
     return {"messages": [*state["messages"], {"role": "user", "content": text}], "pending_tool_calls": [],
             "tool_calls_this_iteration": 0, "iteration_usage": zero_usage(), "submission": None, "verdict": None,
@@ -106,9 +106,46 @@ def record(state: TunerState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
             "history": [*state["history"], entry], "transcript_seq": ctx.transcript.next_seq}
 
 
-def after_model(state: TunerState) -> Literal["run_tools", "submit"]:
-    """Tool calls go to the sandbox; a turn without any ends the iteration."""
-    return "run_tools" if state["pending_tool_calls"] else "submit"
+def text_protocol(state: TunerState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The declared text protocol (see ``_text_protocol``): the turn's fenced Python block becomes the
+    candidate file through the sandbox's ``write_file`` tool, and the end of the turn submits it through
+    its ``submit`` tool. Both calls are recorded as tool calls under the protocol's call ids."""
+    import json
+
+    from atb_agent.graph._text_protocol import SUBMIT_CALL_ID, WRITE_CALL_ID, candidate_from_text
+
+    ctx = runtime.context
+    code = candidate_from_text(state["messages"][-1]["text"]) or ""
+    submission: dict[str, Any] | None = None
+    calls = [(WRITE_CALL_ID, "write_file", {"content": code, "path": ctx.candidate_file}),
+             (SUBMIT_CALL_ID, "submit", {})]
+    for call_id, name, args in calls:
+        arguments = json.dumps(args, sort_keys=True)
+        outcome = ctx.toolbox.call(name, arguments)
+        files = ctx.inbox.take()
+        if files is not None:
+            submission = {"forced": False, "files_b64": encode_files(files)}
+        ctx.transcript.append("tool_call", ToolCallData(
+            iteration=state["iteration"], call_id=call_id, name=name, arguments=arguments,
+            content=outcome.content, is_error=outcome.is_error, submitted=outcome.submitted))
+        if outcome.is_error:
+            break
+    return {"submission": submission, "tool_calls_this_iteration": state["tool_calls_this_iteration"] + len(calls),
+            "transcript_seq": ctx.transcript.next_seq}
+
+
+def after_model(state: TunerState, runtime: Runtime[AgentContext]) -> Literal["run_tools", "text_protocol", "submit"]:
+    """Tool calls go to the sandbox (they take precedence); under the declared text protocol a turn
+    without them but with a fenced Python block goes to ``text_protocol``; any other turn ends the
+    iteration."""
+    if state["pending_tool_calls"]:
+        return "run_tools"
+    if runtime.context.text_protocol:
+        from atb_agent.graph._text_protocol import candidate_from_text
+
+        if candidate_from_text(state["messages"][-1].get("text") or "") is not None:
+            return "text_protocol"
+    return "submit"
 
 
 def after_tools(state: TunerState, runtime: Runtime[AgentContext]) -> Literal["call_model", "submit"]:

@@ -44,16 +44,21 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
 
 
 class OpenAIProvider:
-    """``openai:MODEL``. Raises MissingApiKeyError at construction when the key is unset (live mode)."""
+    """``openai:MODEL``. Raises MissingApiKeyError at construction when the key is unset (live mode) and
+    no ``api_key`` is given (a model served here by ``atb model serve`` needs none: the tuner passes a
+    placeholder)."""
 
     name = "openai"
 
     def __init__(self, model: str, *, sink: ExchangeSink, timeout_s: float, base_url: str | None = None,
-                 replay: ReplayCursor | None = None) -> None:
+                 replay: ReplayCursor | None = None, api_key: str | None = None) -> None:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        # extra request fields (a locally served model gets the run's seed and a temperature); part of
+        # the request bytes, so a replay must set the same ones (the transcript header says which)
+        self.request_options: dict[str, Any] = {}
         if replay is None:
-            key = os.environ.get(API_KEY_ENV, "")
+            key = api_key or os.environ.get(API_KEY_ENV, "")
             if not key:
                 raise MissingApiKeyError(API_KEY_ENV, "OpenAI")
             http_client = recording_client("openai", sink, timeout_s)
@@ -72,7 +77,7 @@ class OpenAIProvider:
             raw = self._client.chat.completions.with_raw_response.create(
                 model=self.model, messages=to_openai_messages(system, messages),  # type: ignore[arg-type]
                 tools=tools,  # type: ignore[arg-type]
-                max_completion_tokens=max_output_tokens)
+                max_completion_tokens=max_output_tokens, **self.request_options)
             completion = raw.parse()
         except openai.APIStatusError as exc:
             raise ProviderError(f"OpenAI API at {self.base_url} answered HTTP {exc.status_code}: {exc.message}") from exc

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from harness.runner._serve import serve
-from harness.runner._worker import Worker
+from harness.runner._worker import Worker, child_environment
 
 MLX_PORT_FUNCTION = "mlx_forward"
 MLX_PORT_CLASS = "ModelNewMLX"
@@ -69,24 +68,11 @@ class MlxWorker(Worker):
         self.blas_path = blas_path
 
     def start(self) -> "MlxWorker":
-        r, w = os.pipe()
-        self._reply_r = r
-        log = open(self.log_path, "wb")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_") and k != "LD_PRELOAD"}
-        env["PYTHONUNBUFFERED"] = "1"
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[var] = str(self.config["threads"])
+        env = child_environment(int(self.config["threads"]), drop=("LD_PRELOAD",))
+        env["OPENBLAS_NUM_THREADS"] = str(self.config["threads"])
         if self.blas_path:
             env["LD_PRELOAD"] = self.blas_path
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.backends.mlx_runner", self.role, str(w), json.dumps(self.config)],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w,), env=env,
-                cwd=str(self.workdir), start_new_session=True,
-            )
-        finally:
-            os.close(w)
-            log.close()
+        self._spawn("harness.backends.mlx_runner", env)  # confined like every measuring child
         return self
 
 

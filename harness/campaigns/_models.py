@@ -59,6 +59,7 @@ class IterationRecord(_Frozen):
     ci_low: float | None = None
     ci_high: float | None = None
     gates: list[dict[str, Any]] = Field(default_factory=list)
+    confinement: dict[str, str] = Field(default_factory=dict)  # per arm, from the verdict ("unconfined:..." shows)
     detail: dict[str, Any] = Field(default_factory=dict)
     created_at: str
 

@@ -4,6 +4,21 @@ The random-search baseline and the LLM tuner both write through :class:`Campaign
 iterations, best-so-far and outcomes mean the same thing for every arm of a comparison. Recording is
 idempotent per index: a resumed run that re-records iteration ``i`` with the same candidate and verdict
 gets the stored row back; with a different one it gets :class:`IterationConflict`, never a duplicate.
+
+Sessions. A campaign starts in one measurement session; a resumed run (the process was killed, its
+workers and session state are gone) measures in a new session of its own, attached to the campaign
+before anything is measured (:meth:`CampaignRecorder.attach_session`, stored as a ``campaign_session``
+report naming the campaign and the session). What keeps the numbers honest:
+
+* every verdict's ratio is still taken within one session (the store's ``cross_session_ratio`` rule:
+  candidate and eager baseline measured interleaved in the same evaluation, same session);
+* every session of a campaign is on the campaign's device fingerprint and under its protocol digest
+  (checked when a session is attached, and again for each verdict recorded);
+* a verdict is recorded only if it was measured in one of the campaign's own sessions, so a verdict
+  made for anything else cannot be slotted into a campaign.
+
+Iterations of one campaign are then compared across sessions exactly as ``atb compare`` compares two
+runs: ratios on the same device under the same protocol, never raw times.
 """
 
 from __future__ import annotations
@@ -22,6 +37,12 @@ from harness.campaigns._usability import assess_usability
 from harness.records import SubjectKind, canonical_json, new_id
 from harness.store import SqliteStore
 from protocol import Protocol
+
+
+SESSION_REPORT_KIND = "campaign_session"
+"""Report kind of a session attached to a campaign after its first (a resumed run's session)."""
+
+_RESUME_KEYS = ("task_id", "kind", "tuner_spec", "seed", "budget", "preregistration_id", "arm")
 
 
 class CampaignRecorder:
@@ -49,13 +70,9 @@ class CampaignRecorder:
         if (preregistration_id is None) != (arm is None):
             raise CampaignError("a campaign claims a pre-registration and an arm together, or neither")
         if campaign_id is not None and store.query("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)):
-            rec = cls.resume(store, protocol, campaign_id)
-            wanted = {"task_id": task_id, "kind": kind, "tuner_spec": tuner_spec, "seed": seed,
-                      "budget": budget, "preregistration_id": preregistration_id, "arm": arm}
-            differs = {k: (getattr(rec.info, k), v) for k, v in wanted.items() if getattr(rec.info, k) != v}
-            if differs:
-                raise CampaignError(f"campaign {campaign_id} is stored with other parameters "
-                                    f"(stored, asked): {differs}; start a new campaign instead")
+            rec = cls.check_resume(store, protocol, campaign_id, task_id=task_id, kind=kind, tuner_spec=tuner_spec,
+                                   seed=seed, budget=budget, preregistration_id=preregistration_id, arm=arm)
+            rec.attach_session(session_id)
             return rec
         session = store.session(session_id)
         info = CampaignInfo(
@@ -79,6 +96,74 @@ class CampaignRecorder:
             raise CampaignError(f"campaign {campaign_id} was recorded under protocol {info.protocol_sha256[:12]}…, "
                                 f"not the loaded {protocol.sha256[:12]}…; it cannot be resumed")
         return cls(store, protocol, info)
+
+    @classmethod
+    def check_resume(cls, store: SqliteStore, protocol: Protocol, campaign_id: str, **wanted: Any) -> "CampaignRecorder":
+        """Reopen ``campaign_id`` and check it is the campaign asked for, writing nothing.
+
+        Call it before opening a measurement session for a resume, so a refused resume leaves no
+        session and no verdict behind. ``wanted`` holds any of the campaign's parameters (task_id,
+        kind, tuner_spec, seed, budget, preregistration_id, arm) to compare with the stored ones.
+
+        Raises:
+            NotFound: no such campaign.
+            CampaignError: another protocol digest, or a parameter differs (the message lists them).
+        """
+        unknown = sorted(set(wanted) - set(_RESUME_KEYS))
+        if unknown:
+            raise TypeError(f"check_resume got unknown parameters {unknown}")
+        rec = cls.resume(store, protocol, campaign_id)
+        differs = {k: (getattr(rec.info, k), v) for k, v in wanted.items() if getattr(rec.info, k) != v}
+        if differs:
+            raise CampaignError(f"campaign {campaign_id} is stored with other parameters "
+                                f"(stored, asked): {differs}; resume it with the same arguments or start a new campaign")
+        return rec
+
+    def finished(self) -> bool:
+        return get_outcome(self.store, self.info.id) is not None
+
+    # ------------------------------------------------------------------ sessions
+    def sessions(self) -> list[str]:
+        """The measurement sessions this campaign measures in: its first, then each attached one."""
+        out = [self.info.session_id]
+        for rep in self.store.reports(SESSION_REPORT_KIND, self.info.id):
+            sid = rep["body"].get("session_id")
+            if isinstance(sid, str) and sid not in out:
+                out.append(sid)
+        return out
+
+    def check_session(self, session_id: str) -> None:
+        """Raise unless ``session_id`` could be a session of this campaign (same device, same protocol).
+
+        Raises:
+            NotFound: no such session.
+            CampaignError: the session is on another device fingerprint or under another protocol digest.
+        """
+        row = self.store.session(session_id)
+        if row["device_sha256"] != self.info.device_sha256:
+            raise CampaignError(f"session {session_id} measures on device {str(row['device_sha256'])[:12]}…, campaign "
+                                f"{self.info.id} on {self.info.device_sha256[:12]}…: a campaign resumes only on the "
+                                "device it started on")
+        if row["protocol_sha256"] is not None and row["protocol_sha256"] != self.info.protocol_sha256:
+            raise CampaignError(f"session {session_id} runs under another protocol digest than campaign {self.info.id}")
+
+    def attach_session(self, session_id: str) -> None:
+        """Make ``session_id`` (a resumed run's new session) one of this campaign's sessions.
+
+        Idempotent. Call it right after the session is opened and before anything is measured in it.
+
+        Raises:
+            NotFound, CampaignError: see :meth:`check_session`; also when the campaign has finished.
+        """
+        if session_id in self.sessions():
+            return
+        if self.finished():
+            raise CampaignError(f"campaign {self.info.id} has finished; it takes no new session")
+        self.check_session(session_id)
+        self.store.add_report(SESSION_REPORT_KIND, self.info.id,
+                              {"campaign_id": self.info.id, "session_id": session_id,
+                               "device_sha256": self.info.device_sha256, "attached_at": now(),
+                               "why": "resumed run"}, self.protocol.ref())
 
     # ------------------------------------------------------------------ iterations
     @property
@@ -141,8 +226,9 @@ class CampaignRecorder:
 
     def _check_verdict_origin(self, session_id: str, device: str, task_id: str, protocol_sha: str) -> None:
         problems = []
-        if session_id != self.info.session_id:
-            problems.append(f"session {session_id} (campaign's: {self.info.session_id})")
+        sessions = self.sessions()
+        if session_id not in sessions:
+            problems.append(f"session {session_id} (campaign's: {', '.join(sessions)})")
         if device != self.info.device_sha256:
             problems.append("another device fingerprint")
         if task_id != self.info.task_id:
@@ -151,7 +237,7 @@ class CampaignRecorder:
             problems.append("another protocol digest")
         if problems:
             raise CampaignError(f"a verdict for campaign {self.info.id} was measured in " + "; ".join(problems)
-                                + ": every iteration of a campaign is measured in its one session")
+                                + ": every iteration of a campaign is measured in one of its own sessions")
 
     # ------------------------------------------------------------------ finishing
     def finish(self, status: OutcomeStatus | None = None, reason: str = "",
@@ -159,7 +245,8 @@ class CampaignRecorder:
         """Store the campaign's outcome once (a second call returns the stored one if it agrees).
 
         With no ``status``: ``infrastructure_defect`` when the truncated fraction of model calls exceeds
-        ``protocol.truncation.max_truncated_fraction``, else ``completed``. A truncated run keeps its
+        ``protocol.truncation.max_truncated_fraction``, ``aborted`` when fewer iterations than the budget
+        are stored (the store refuses such a ``completed``), else ``completed``. A truncated run keeps its
         results but is excluded from comparisons.
 
         Raises:
@@ -174,6 +261,9 @@ class CampaignRecorder:
                 status = "infrastructure_defect"
                 reason = (f"{frac:.1%} of model calls were truncated, above the protocol's "
                           f"{cap:.1%}: a truncated run cannot stand for the model's ceiling")
+            elif len(its) < self.info.budget:  # the store refuses 'completed' short of the budget (issue 14)
+                status = "aborted"
+                reason = f"the run stopped after {len(its)} of its {self.info.budget} iterations"
             else:
                 status = "completed"
         if status != "completed" and not reason:

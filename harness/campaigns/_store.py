@@ -3,6 +3,7 @@
 The tables, and the rules that refuse bad rows (a usable iteration without an accepted verdict, an
 iteration past the budget, a verdict for another task, a registration the store lacks), are in
 ``harness/store/schema.sql``; this module only builds rows and reads them back as pydantic records.
+Every row is written through ``SqliteStore.append`` so it takes its place in the store's hash chain.
 """
 
 from __future__ import annotations
@@ -18,15 +19,12 @@ from protocol import ProtocolRef
 
 
 def insert_row(store: SqliteStore, table: str, row: dict[str, Any]) -> None:
-    """Insert one row in its own transaction.
+    """Insert one row in its own transaction, as the next link of the store's hash chain.
 
     Raises:
         IngestRejected: a rule of the schema refused the row; nothing was written.
     """
-    cols = ", ".join(row)
-    marks = ", ".join("?" for _ in row)
-    with store.transaction() as c:
-        c.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
+    store.append(table, row)
 
 
 def stamp(ref: ProtocolRef) -> dict[str, str]:
@@ -73,7 +71,8 @@ def get_iterations(store: SqliteStore, campaign_id: str) -> list[IterationRecord
     """Every stored iteration of a campaign, in index order, joined with its verdict's numbers."""
     rows = store.query(
         "SELECT i.*, v.status AS v_status, v.ratio AS v_ratio, v.ci_low AS v_lo, v.ci_high AS v_hi, "
-        "v.gates_json AS v_gates FROM iterations i LEFT JOIN verdicts v ON v.id = i.verdict_id "
+        "v.gates_json AS v_gates, json_extract(v.detail_json, '$.confinement') AS v_confinement "
+        "FROM iterations i LEFT JOIN verdicts v ON v.id = i.verdict_id "
         "WHERE i.campaign_id = ? ORDER BY i.idx", (campaign_id,))
     out: list[IterationRecord] = []
     for r in rows:
@@ -85,6 +84,7 @@ def get_iterations(store: SqliteStore, campaign_id: str) -> list[IterationRecord
             status=(store.effective_status(r["verdict_id"]) if r["verdict_id"] else None),
             speedup=r["v_ratio"], ci_low=r["v_lo"], ci_high=r["v_hi"],
             gates=json.loads(r["v_gates"]) if r["v_gates"] else [],
+            confinement=json.loads(r["v_confinement"]) if r["v_confinement"] else {},
             detail=json.loads(r["detail_json"]), created_at=r["created_at"]))
     return out
 

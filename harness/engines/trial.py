@@ -109,10 +109,15 @@ def prepare_model(task: EngineTask) -> PreparedModel:
 
         return PreparedModel(arg=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest())
     if ref.kind == "path":
-        if not ref.path or not Path(ref.path).exists():
+        from harness.engines.llamacpp_model import gguf_sha256, resolve_model_path
+
+        path = resolve_model_path(ref.path) if ref.path else ""      # "{cache}/models/..." -> the cache root
+        if not path or not Path(path).exists():
             raise EngineTaskError(f"engine task {task.id}: model path {ref.path!r} does not exist")
-        st = Path(ref.path).stat()
-        return PreparedModel(arg=ref.path, sha256=sha256_text(f"path:{Path(ref.path).resolve()}:{st.st_size}"))
+        if path.endswith(".gguf") and Path(path).is_file():
+            return PreparedModel(arg=path, sha256=gguf_sha256(Path(path)))
+        st = Path(path).stat()
+        return PreparedModel(arg=path, sha256=sha256_text(f"path:{Path(path).resolve()}:{st.st_size}"))
     if not ref.name:
         raise EngineTaskError(f"engine task {task.id}: a hub model needs a name")
     return PreparedModel(arg=ref.name, sha256=sha256_text(f"hub:{ref.name}"))

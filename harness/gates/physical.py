@@ -4,10 +4,13 @@ The floor is ``max(bytes / bandwidth, flops / peak)`` on the ceilings measured i
 (:class:`harness.records.DeviceCeilings`), relaxed by ``gates.physical_limit_slack``. On CPU, where repetitions are not preceded by a cache
 flush, a cache-resident working set legitimately moves faster than the large-copy ceiling, so the
 bandwidth is multiplied by ``gates.physical_cpu_cache_factor``; on CUDA the L2 is flushed before
-every repetition and the DRAM ceiling applies as measured. The task declares
-the minimum bytes moved and the floating-point operations; a task that declares no bytes still has a
-hard floor: its output must be written, so the reference output's size is used. A time below the
-floor means the work was skipped, cached, or done outside the timed region.
+every repetition and the DRAM ceiling applies as measured. The figures come from
+:mod:`harness.tasks._cost`: declared by a native task, or counted from a KernelBench file's reference
+(bytes = inputs + outputs; FLOPs from torch's FlopCounterMode on the meta device), each with its source
+(``Evidence.task_bytes_source`` / ``task_flops_source``), which the gate's detail repeats so a reader
+knows what the floor rests on. A task with no byte figure still has a hard floor: its output must be
+written, so the reference output's size is used. A time below the floor means the work was skipped,
+cached, or done outside the timed region.
 """
 
 from __future__ import annotations
@@ -44,6 +47,21 @@ def output_bytes(evidence: Evidence) -> float | None:
     return None
 
 
+def figure_sources(evidence: Evidence) -> tuple[str, str]:
+    """How the floor's bytes and FLOPs were obtained (``declared``, ``io:measured``,
+    ``flop_counter:meta``, ``bytes_only:<reason>``, ...), as recorded with the evidence."""
+    bsrc, fsrc = evidence.task_bytes_source, evidence.task_flops_source
+    if evidence.task_bytes is None:
+        bsrc = "the reference output's size" + (f"; {bsrc}" if bsrc else "")
+    elif not bsrc:
+        bsrc = "given with the task"
+    if not evidence.task_flops:
+        fsrc = fsrc or "none declared or counted"
+    elif not fsrc:
+        fsrc = "given with the task"
+    return bsrc, fsrc
+
+
 @gate(NAME)
 def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
     ceil = evidence.ceilings
@@ -57,6 +75,7 @@ def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], st
         return ["no positive candidate time was measured, so the physical limit cannot be checked"], ""
     nbytes = evidence.task_bytes if evidence.task_bytes is not None else output_bytes(evidence)
     flops = evidence.task_flops or 0.0
+    bytes_src, flops_src = figure_sources(evidence)
     if nbytes is None and not flops:
         return ["the task declares neither bytes nor flops and no reference output size was recorded, so "
                 "no floor can be computed"], ""
@@ -65,9 +84,8 @@ def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], st
     bytes_ns = (nbytes or 0.0) / bandwidth * 1e9
     flops_ns = flops / ceil.flops_per_s * 1e9
     floor_ns = max(bytes_ns, flops_ns) / slack
-    source = "declared by the task" if evidence.task_bytes is not None else "the output's size"
-    what = f"{nbytes or 0:.3g} bytes ({source}) at {bandwidth / 1e9:.3g} GB/s, {flops:.3g} flops at " \
-           f"{ceil.flops_per_s / 1e12:.3g} TFLOP/s ({ceil.method})"
+    what = f"{nbytes or 0:.3g} bytes ({bytes_src}) at {bandwidth / 1e9:.3g} GB/s, {flops:.3g} flops " \
+           f"({flops_src}) at {ceil.flops_per_s / 1e12:.3g} TFLOP/s ({ceil.method})"
     if t < floor_ns:
         return [f"the candidate's median {t:.0f} ns is below the physical floor {floor_ns:.0f} ns "
                 f"({what}, slack {slack:g}): impossible on this device, so the work was skipped, cached "

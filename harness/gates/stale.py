@@ -5,6 +5,11 @@ cuts corners when it is timed, passes an untimed correctness check. The worker t
 outputs of ``protocol.gates.timed_output_checks`` timed repetitions, run on inputs that change
 between repetitions, and the parent compares each with the reference on that repetition's input
 seed (comparisons of phase ``timed``).
+
+A candidate that memoises by input *value* (a fingerprint of the contents) defeats that check only if
+the timed loop repeats values; the worker therefore gives every timed call a distinct input set
+(``TimedFacts.timed_calls`` and ``distinct_input_sets``), and this gate fails closed when the counts
+say a value was repeated or were not recorded on a torch backend.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ def stale_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
                 f"the output of a timed repetition on input seed {c.seed} does not match the reference "
                 f"({c.reason or 'mismatch'}): it returns a cached or earlier result, or behaves "
                 "differently when timed than when checked")
+    if evidence.backend in ("cpu", "cuda"):
+        for t in evidence.candidate_timed + evidence.baseline_timed:
+            if t.timed_calls <= 0:
+                problems.append(f"the worker recorded no count of distinct timed input sets on seed {t.seed}; "
+                                "repeated inputs cannot be ruled out")
+            elif t.distinct_input_sets < t.timed_calls:
+                problems.append(f"on seed {t.seed} {t.timed_calls} timed calls saw only {t.distinct_input_sets} "
+                                "distinct input sets: a result memoised by input value would pass")
     seeds = [o.input_seed for t in evidence.candidate_timed for o in t.timed_outputs]
     if len(seeds) >= 2 and len(set(seeds)) < 2:
         problems.append("every checked timed output was computed on the same input seed: inputs must "

@@ -41,6 +41,15 @@ def _held_out(arm: ArmData) -> str:
         f"{float(b['held_out_ratio']):.3f}x ({_e(str(b.get('label', '')))})" for b in legs)
 
 
+def _truncation(arm: ArmData) -> str:
+    """An external agent (``atb mcp serve``) makes its model calls where the harness cannot see them: its
+    truncated fraction is not 0%, it is unknown, and the page must say so."""
+    if (arm.summary.campaign.config or {}).get("external_agent"):
+        return ("<b>not observable</b>: external agent over MCP (its model calls never pass through the harness; "
+                "the run keeps a hash-chained tool-call log instead of a transcript)")
+    return f"{arm.summary.truncated_fraction:.1%}"
+
+
 def _arm_rows(data: ReportData) -> str:
     rows = []
     for a in data.arms:
@@ -53,7 +62,7 @@ def _arm_rows(data: ReportData) -> str:
             f"<td>{s.usable_iterations} / {s.campaign.budget}</td>"
             f"<td>{_e(_speed(s.best_speedup, s.best_ci))}</td>"
             f"<td>{'' if s.best_iteration is None else s.best_iteration + 1}</td>"
-            f"<td>{_e(reasons)}</td><td>{s.truncated_fraction:.1%}</td>"
+            f"<td>{_e(reasons)}</td><td>{_truncation(a)}</td>"
             f"<td>{s.tokens_in} / {s.tokens_out}; ${s.cost_usd:.4f}</td><td>{_e(outcome)}</td>"
             f"<td>{_held_out(a)}</td></tr>")
     return ("<table><tr><th>arm</th><th>usable / budget</th><th>best speedup [CI]</th><th>best at iteration</th>"
@@ -87,9 +96,21 @@ def _gate_log(data: ReportData) -> str:
             rows.append(f"<tr><td>{_e(a.label)}</td><td>{it.idx + 1}</td><td>{_e(it.status or '-')}</td>"
                         f"<td>{_e(reading)}</td><td>{'yes' if it.usable else _e(reason_category(it.unusable_reason))}"
                         f"</td><td>{_e(it.unusable_reason)}</td><td>{gates}</td>"
-                        f"<td><code>{_e((it.candidate_sha256 or '')[:12])}</code></td></tr>")
+                        f"<td><code>{_e((it.candidate_sha256 or '')[:12])}</code></td><td>{_confinement(it.confinement)}</td></tr>")
     return ("<h2>Gate log</h2><table><tr><th>arm</th><th>iteration</th><th>verdict</th><th>speedup [CI]</th>"
-            "<th>usable</th><th>reason</th><th>gates</th><th>candidate</th></tr>" + "".join(rows) + "</table>")
+            "<th>usable</th><th>reason</th><th>gates</th><th>candidate</th><th>candidate confined</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _confinement(by_arm: dict[str, str]) -> str:
+    """How the candidate's measuring child was confined; an unconfined one is shown as a warning, since
+    its verdict rests on the candidate not having reached the store or the other processes."""
+    c = by_arm.get("candidate", "")
+    if not c:
+        return "-"
+    if c.startswith("unconfined"):
+        return f"<span class='bad'><b>UNCONFINED</b> {_e(c)}</span>"
+    return f"<span class='ok'>{_e(c)}</span>"
 
 
 def _provenance(data: ReportData, protocol: Protocol) -> str:
@@ -122,10 +143,34 @@ vertical-align:top}th{background:#f3f3f3}.ok{color:#2c7a2c;margin-right:.5em}.ba
 .verdict{font-size:16px}pre{background:#f7f7f7;padding:.5em;font-size:12px;overflow:auto}"""
 
 
+def _model_arms(data: ReportData) -> str:
+    """Say plainly what each model arm is: a model served locally (from its campaign config, written by
+    the tuner at run time), or a scripted fixture. A reader must never take a 135M local model, or a
+    script, for a frontier model."""
+    lines = []
+    for a in data.arms:
+        cfg = a.summary.campaign.config or {}
+        served = cfg.get("model_server")
+        if isinstance(served, dict):
+            lines.append(
+                f"<p class='bad'><b>The LLM arm {_e(a.label)} (<code>{_e(a.summary.campaign.id)}</code>) is "
+                f"{_e(str(served.get('about', served.get('name', '?'))))}, a small model served locally</b> by "
+                f"{_e(str(served.get('server', 'llama-server')))} at <code>{_e(str(served.get('base_url', '')))}</code> "
+                f"(GGUF SHA-256 <code>{_e(str(served.get('gguf_sha256', ''))[:16])}…</code>, server "
+                f"<code>{_e(' '.join(str(served.get('server_version', '')).split())[:120])}</code>; answers taken by "
+                f"the declared text protocol <code>{_e(str(served.get('text_protocol', '')))}</code> where it sent "
+                "no tool call). It is a weak tuner by design: this run shows that every path is real, not how a "
+                "capable model would tune.</p>")
+        elif cfg.get("scripted"):
+            lines.append(f"<p>The arm {_e(a.label)} (<code>{_e(a.summary.campaign.id)}</code>) replays scripted "
+                         "model turns (a fixture), not a real model.</p>")
+    return "<h2>Who the arms are</h2>" + "".join(lines) if lines else ""
+
+
 def render_html(data: ReportData, protocol: Protocol, best_png: Path, usability_png: Path) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>AutoTuneBench report: {_e(data.title)}</title>"
             f"<style>{_CSS}</style></head><body><h1>AutoTuneBench report</h1><p>{_e(data.title)}</p>"
-            + _comparison(data) + _ab(data) + "<h2>Runs</h2>" + _arm_rows(data)
+            + _model_arms(data) + _comparison(data) + _ab(data) + "<h2>Runs</h2>" + _arm_rows(data)
             + _img(best_png, "best-so-far speedup per iteration") + _img(usability_png, "usable iterations")
             + _gate_log(data) + _provenance(data, protocol)
             + "<p><small>Every number on this page was read from the results store; speedups are against the "

@@ -34,7 +34,8 @@ import importlib.util  # noqa: E402
 import torch  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
-from harness.runner._inputs import TASK_DISTRIBUTION, buffer_seed, make_inputs, tensor_sha256  # noqa: E402
+from harness.runner._inputs import TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec, make_inputs  # noqa: E402
+from harness.runner import _share  # noqa: E402
 from harness.timing import _cpu  # noqa: E402
 from harness.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.timing._clock import time_functions_intact  # noqa: E402
@@ -78,14 +79,24 @@ def _harness_globals() -> dict[str, Any]:
         "sys.modules[harness.timing._cpu]": sys.modules.get("harness.timing._cpu"),
         "harness.timing._cpu._now": getattr(_cpu, "_now", None),
         "harness.timing._cpu.time_block.__code__": getattr(getattr(_cpu, "time_block", None), "__code__", None),
+        "harness.timing._cpu.time_block_sets.__code__":
+            getattr(getattr(_cpu, "time_block_sets", None), "__code__", None),
         "harness.timing._cpu.calibrate_inner_loop.__code__":
             getattr(getattr(_cpu, "calibrate_inner_loop", None), "__code__", None),
         "harness.runner._child._now": _now,
     }
+    import harness.runner._inputs as inputs_mod
+
+    for fn in ("make_inputs", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows"):
+        found[f"harness.runner._inputs.{fn}.__code__"] = getattr(getattr(inputs_mod, fn, None), "__code__", None)
+    for meth in ("take", "spec", "_layout", "_pool_for", "retire", "_per_pool"):
+        found[f"TimedSets.{meth}.__code__"] = getattr(getattr(inputs_mod.TimedSets, meth, None), "__code__", None)
+        found[f"TimedSets.{meth}"] = getattr(inputs_mod.TimedSets, meth, None)
     if _CUDA_TIMER is not None:
-        for attr in ("_event", "_record", "_elapsed", "_sync", "_graph_cls", "_replay"):
+        for attr in ("_event", "_record", "_elapsed", "_sync", "_graph_cls", "_replay", "_stream_sync",
+                     "_current_stream"):
             found[f"CudaTimer.{attr}"] = getattr(_CUDA_TIMER, attr, None)
-        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events"):
+        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events", "_refill"):
             fn = getattr(type(_CUDA_TIMER), meth, None)
             found[f"CudaTimer.{meth}.__code__"] = getattr(fn, "__code__", None)
     return found
@@ -144,11 +155,21 @@ class _State:
     task: Any = None
     model: Any = None
     timing_seed: int | None = None
-    buffers: list[list[Any]] = []
-    buffer_seeds: list[int] = []
+    sets: TimedSets | None = None          # this seed's input sets (no two timed calls see one)
+    cur: list[list[Any]] = []              # the sets of the repetition being timed
+    last_q: int = 0                        # the repetition index of the sets last taken
+    static: list[list[Any]] = []           # CUDA-graph static input sets
+    fp_acc: list[Any] = []                 # CUDA events path: device checksums before/after each call
+    timed_calls: int = 0
+    timed_keys: set[tuple[Any, ...]] = set()   # identities of the sets timed calls received
+    set_bytes: int = 0
     inner: int = 1
     graphs: Any = None
     method: str = ""
+    shared: dict[str, list[Any]] = {}      # outputs held for the reference child to read (one way)
+    tolerances: dict[str, dict[str, float]] = {}
+    large_bytes: int = 1 << 28             # protocol timing.cuda.free_cache_above_bytes
+    graph_sets_max_bytes: int = 1 << 30    # protocol timing.cuda.graph_static_sets_max_bytes
 
 
 S = _State()
@@ -182,19 +203,74 @@ def _meta(t: Any) -> dict[str, Any]:
             "storage_ptr": int(t.untyped_storage().data_ptr()), "contiguous": bool(t.is_contiguous())}
 
 
-def _to_saveable(out: Any) -> Any:
+def _as_tensors(out: Any) -> list[Any]:
+    """The output as a flat list of tensors (a number or None becomes a 0-d tensor, as before)."""
     if isinstance(out, torch.Tensor):
-        return out.detach().to("cpu", copy=True)
+        return [out.detach()]
     if isinstance(out, (tuple, list)):
-        return tuple(_to_saveable(o) for o in out)
+        return [t for o in out for t in _as_tensors(o)]
     if out is None or isinstance(out, (int, float, bool)):
-        return torch.tensor(float("nan")) if out is None else torch.tensor(out)
+        return [torch.tensor(float("nan") if out is None else out, device=DEVICE)]
     raise TypeError(f"the model returned a {type(out).__name__}, not a tensor or tuple of tensors")
 
 
 def _forward(inputs: list[Any]) -> Any:
     with torch.no_grad():
         return S.model(*inputs)
+
+
+def _free_device(nbytes: int) -> None:
+    """Give cached device memory back after a heavy step, so the other arms' processes can use it
+    (every arm shares one GPU; each process's caching allocator would otherwise keep its peak)."""
+    if BACKEND == "cuda" and nbytes >= S.large_bytes:
+        torch.cuda.empty_cache()
+
+
+def _nbytes(items: list[Any]) -> int:
+    return int(sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor)))
+
+
+def _meta_estimate(task: Any, cls: Any, init: list[Any]) -> dict[str, int]:
+    """Input and output bytes from the meta device (nothing allocated), or {} if the task's code
+    cannot run there; used to plan memory before a 7 GB input is drawn."""
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            ins = list(task.get_inputs())
+            model = cls(*init)
+            with torch.no_grad():
+                out = model(*ins)
+        return {"input_bytes": _nbytes(ins), "output_bytes": _nbytes(_tensors(out)),
+                "param_bytes": int(sum(p.numel() * p.element_size() for p in model.parameters()))
+                if isinstance(model, torch.nn.Module) else 0}
+    except Exception:  # noqa: BLE001 - an estimate only; the real draw decides
+        return {}
+
+
+def _device_memory() -> dict[str, int]:
+    if BACKEND != "cuda":
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"device_free_bytes": int(free), "device_total_bytes": int(total)}
+
+
+def _restore_watched() -> list[str]:
+    """Reference role: put back watched torch functions that torch itself wrapped while harness code
+    ran (importing ``torch._dynamo``, which lazily loaded meta kernels or decompositions can do,
+    wraps ``torch.manual_seed``). No candidate code ever runs here, so any change is torch's own; the
+    names restored are reported, and the integrity check still sees anything changed later."""
+    if ROLE != "reference":
+        return []
+    restored = []
+    for name, fn in _ORIGINAL.items():
+        if fn is not None and _lookup(name) is not fn:
+            owner: Any = torch
+            parts = name.split(".")[1:]
+            for part in parts[:-1]:
+                owner = getattr(owner, part)
+            setattr(owner, parts[-1], fn)
+            restored.append(name)
+    return restored
 
 
 def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
@@ -216,34 +292,54 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
         if not hasattr(cand, "ModelNew"):
             raise AttributeError("the candidate defines no class ModelNew")
         cls = cand.ModelNew
+    if cmd.get("tolerances"):
+        S.tolerances = {str(k): {kk: float(vv) for kk, vv in v.items()} for k, v in cmd["tolerances"].items()}
+    S.large_bytes = int(CONFIG.get("cuda", {}).get("free_cache_above_bytes", 1 << 28))
+    S.graph_sets_max_bytes = int(CONFIG.get("cuda", {}).get("graph_static_sets_max_bytes", 1 << 30))
     torch.manual_seed(int(cmd["init_seed"]))
     init = list(task.get_init_inputs())
+    reply: dict[str, Any] = {}
+    if ROLE == "reference" and BACKEND == "cuda":
+        est = _meta_estimate(task, task.Model, init)
+        reply.update({f"estimate_{k}": v for k, v in est.items()})
+        reply.update(_device_memory())
+        need = est.get("input_bytes", 0) + est.get("output_bytes", 0) + est.get("param_bytes", 0)
+        if need and need > 0.9 * reply["device_free_bytes"]:
+            return {**reply, "ok": False, "failure_kind": "memory",
+                    "error": (f"unfit: the reference alone needs about {need / 2**30:.1f} GiB on the device "
+                              f"(inputs, outputs, parameters) and {reply['device_free_bytes'] / 2**30:.1f} GiB "
+                              "are free")}
     torch.manual_seed(int(cmd["init_seed"]))
     model = cls(*init)
     if isinstance(model, torch.nn.Module):
         model = model.to(DEVICE)
-    S.task, S.model, S.timing_seed, S.buffers, S.graphs = task, model, None, [], None
+    S.task, S.model, S.timing_seed, S.sets, S.graphs = task, model, None, None, None
     inputs = make_inputs(torch, task.get_inputs, int(cmd["init_seed"]), TASK_DISTRIBUTION,
                          float(CONFIG["large"]), DEVICE)
-    in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+    in_bytes = _nbytes(inputs)
     floating = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    reply: dict[str, Any] = {"input_bytes": int(in_bytes),
-                             "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"}
+    reply.update({"input_bytes": in_bytes,
+                  "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
     out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
     _sync()
+    out_bytes = _nbytes(_tensors(out))
     if ROLE == "reference":
-        reply["output_bytes"] = int(sum(t.numel() * t.element_size() for t in _tensors(out)))
+        reply["output_bytes"] = out_bytes
+    del inputs, out
+    _free_device(in_bytes + out_bytes)
+    if BACKEND == "cuda":
+        reply["peak_device_bytes"] = int(torch.cuda.max_memory_allocated())
+        reply.update(_device_memory())
+    reply["restored_by_harness"] = _restore_watched()
     return reply
 
 
-def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
-    seed, dist = int(cmd["seed"]), str(cmd["distribution"])
-    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, float(CONFIG["large"]), DEVICE)
+def _run_call(inputs: list[Any], record_ops: bool) -> tuple[dict[str, Any], Any]:
+    """One untimed call with the facts every gate reads; (facts, output or None on failure)."""
     tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
-    before = [tensor_sha256(torch, t) for t in inputs]
-    threads_before = _os_threads()
-    facts: dict[str, Any] = {"seed": seed, "distribution": dist, "threads_before": threads_before}
-    recorder = _OpRecorder() if cmd.get("record_ops") else None
+    before = fingerprints(torch, inputs)
+    facts: dict[str, Any] = {"threads_before": _os_threads()}
+    recorder = _OpRecorder() if record_ops else None
     t0 = _now()
     try:
         if recorder is not None:
@@ -253,9 +349,9 @@ def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
             out = _forward(inputs)
         _sync()
     except MemoryError as exc:
-        return {**facts, "ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}
+        return {**facts, "ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}, None
     except Exception as exc:  # noqa: BLE001 - candidate exceptions are facts, not harness errors
-        return {**facts, "ok": False, "error": _brief(exc), "failure_kind": _kind_of(exc)}
+        return {**facts, "ok": False, "error": _brief(exc), "failure_kind": _kind_of(exc)}, None
     facts["wall_ns"] = int(_now() - t0)
     outs = _tensors(out)
     in_ptrs = [int(t.untyped_storage().data_ptr()) for t in tensors_in]
@@ -263,40 +359,174 @@ def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
     facts["aliases_input"] = sorted({i for i, p in enumerate(in_ptrs) for o in outs
                                      if int(o.untyped_storage().data_ptr()) == p})
     facts["equals_input"] = sorted({i for i, t in enumerate(tensors_in) for o in outs
-                                    if o.shape == t.shape and o.dtype == t.dtype and torch.equal(o, t)})
+                                    if o.shape == t.shape and o.dtype == t.dtype and o.device == t.device
+                                    and torch.equal(o, t)})
     facts["input_hashes_before"] = before
-    facts["input_hashes_after"] = [tensor_sha256(torch, t) for t in inputs]
+    facts["input_hashes_after"] = fingerprints(torch, inputs)
     facts["threads_after"] = _os_threads()
     facts["ops_called"] = sorted(recorder.names) if recorder is not None else []
     facts["tf32_enabled_after"] = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-    torch.save(_to_saveable(out), cmd["save_path"])
-    facts["output_path"] = cmd["save_path"]
     facts["ok"] = True
+    return facts, out
+
+
+def _share_out(tag: str, out: Any, path: str) -> dict[str, Any]:
+    """Keep ``out`` for the reference child to read (one way) and return its descriptor."""
+    tensors = _as_tensors(out)
+    desc, keep = _share.export_output(torch, tensors, path)
+    S.shared[tag] = keep
+    return desc
+
+
+def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
+    """An untimed call on (seed, distribution). The candidate and start roles share the output with
+    the reference child (``share``: a tag); the reference role never writes or shares an output."""
+    seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, float(CONFIG["large"]), DEVICE)
+    in_bytes = _nbytes(inputs)
+    facts, out = _run_call(inputs, bool(cmd.get("record_ops")))
+    facts.update({"seed": seed, "distribution": dist})
+    del inputs
+    if out is not None and ROLE != "reference":
+        path = str(cmd.get("save_path") or os.path.join(os.getcwd(), f"out-{seed}.pt"))
+        facts["share"] = _share_out(str(cmd.get("share", "call")), out, path)
+        facts["output_path"] = path if "path" in facts["share"] else ""
+    del out
+    _free_device(in_bytes)
     return facts
 
 
+def _uninformative(ref_out: list[Any]) -> bool:
+    return any(t.is_floating_point() and bool(torch.isnan(t).any()) for t in ref_out)
+
+
+def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Reference role only: compute the reference's output for the candidate's input (a seed and
+    distribution, or a timed set's spec), read the candidate's shared output and compare them here,
+    on the device. Replies with the reference call's facts and the comparison's summary only."""
+    if ROLE != "reference":
+        raise PermissionError("only the reference process compares outputs")
+    from harness.correctness import compare_tensors
+
+    large = float(CONFIG["large"])
+    if cmd.get("spec") is not None:
+        inputs = inputs_from_spec(torch, S.task.get_inputs, dict(cmd["spec"]), large, DEVICE)
+        seed, dist = int(cmd.get("seed", 0)), TASK_DISTRIBUTION
+    else:
+        seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+        inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+    in_bytes = _nbytes(inputs)
+    facts, out = _run_call(inputs, False)
+    facts.update({"seed": seed, "distribution": dist})
+    del inputs
+    if out is None:
+        raise RuntimeError(f"the reference failed on seed {seed} ({dist}): {facts.get('error', '')}")
+    ref = _as_tensors(out)
+    del out
+    cmp: dict[str, Any]
+    if _uninformative(ref):
+        cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
+    else:
+        try:
+            cand = _share.open_output(torch, dict(cmd["candidate"]))
+        except Exception as exc:  # noqa: BLE001 - an unreadable output is a failed comparison
+            cand = None
+            cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
+                                              f"{str(exc)[:300]}",
+                   "transport_error": "cuda" in cmd["candidate"]}
+        if cand is not None:
+            check = compare_tensors(tuple(ref), cand, S.tolerances)
+            cmp = {"passed": check.passed, "reason": check.reason, "max_abs_err": check.max_abs_err,
+                   "rel_l2": check.rel_l2}
+            del cand
+    out_bytes = _nbytes(ref)
+    del ref
+    if BACKEND == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.ipc_collect()
+    _free_device(in_bytes + out_bytes)
+    return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched()}
+
+
+def _cmd_reshare(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Share a held output again as a file: the fallback when the reference child cannot map a CUDA
+    IPC handle (e.g. separate PID namespaces under a confinement that forbids it)."""
+    tensors = S.shared.get(str(cmd["tag"]))
+    if tensors is None:
+        raise KeyError(f"no shared output is held under {cmd['tag']!r}")
+    path = str(cmd["path"])
+    torch.save(tuple(t.detach().to("cpu", copy=True) for t in tensors), path)
+    return {"share": {"path": path, "n": len(tensors), "fallback": "file"}}
+
+
+def _cmd_release(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Drop outputs held for the reference (all of them, or the tags named)."""
+    tags = cmd.get("tags")
+    held = 0
+    for tag in list(S.shared) if tags is None else [str(t) for t in tags]:
+        held += _nbytes(S.shared.pop(tag, []))
+    if BACKEND == "cuda":
+        torch.cuda.ipc_collect()
+    _free_device(held)
+    return {"released": held}
+
+
+# ------------------------------------------------------------------------------------ timing
+def _track_in(sets: list[list[Any]]) -> None:
+    """CUDA events path: queue the fresh set's checksums (before the call; no synchronisation)."""
+    from harness.runner._inputs import device_checksum
+
+    S.fp_acc.append(("before", [device_checksum(torch, t) for t in sets[0] if isinstance(t, torch.Tensor)]))
+
+
+def _track_out(sets: list[list[Any]]) -> None:
+    from harness.runner._inputs import device_checksum
+
+    S.fp_acc.append(("after", [device_checksum(torch, t) for t in sets[0] if isinstance(t, torch.Tensor)]))
+
+
+def _note_sets(sets: list[list[Any]]) -> None:
+    """Record which sets timed calls received, from the objects actually handed to the model: a
+    window is named by its pool and the addresses of its views (distinct windows of one pool never
+    share them), so sets that repeat, however they were made, count once."""
+    pool = S.sets._pool_id if S.sets is not None else -1
+    S.timed_keys.update((pool,) + tuple(t.data_ptr() for t in st if isinstance(t, torch.Tensor)) for st in sets)
+
+
+def _next_sets() -> list[list[Any]]:
+    assert S.sets is not None
+    S.cur = []
+    S.last_q, got = S.sets.take()
+    return got
+
+
 def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
-    """Make the rotating buffers for one paired seed, warm up and calibrate."""
-    seed, n_buf = int(cmd["seed"]), int(cmd["n_buffers"])
-    S.timing_seed = seed
-    S.buffer_seeds = [buffer_seed(seed, b) for b in range(n_buf)]
-    S.buffers = [make_inputs(torch, S.task.get_inputs, s, TASK_DISTRIBUTION, float(CONFIG["large"]), DEVICE)
-                 for s in S.buffer_seeds]
-    hashes = [tensor_sha256(torch, t) for t in S.buffers[0]]
-    S.graphs = None
+    """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
+    sets (see :class:`harness.runner._inputs.TimedSets`)."""
+    seed = int(cmd["seed"])
+    S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls = seed, None, [], [], 0
+    S.timed_keys = set()
+    large = float(CONFIG["large"])
     if BACKEND == "cuda":
         c = CONFIG["cuda"]
-        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _forward(S.buffers[0]), c["warmup_ms"], c["rep_ms"],
+        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
+        cal = _next_sets()[0]
+        S.set_bytes = _nbytes(cal)
+        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _forward(cal), c["warmup_ms"], c["rep_ms"],
                                              c["min_reps"], c["max_reps"])
+        del cal
         S.method = "cuda-events+l2flush"
-        return {"reps": reps, "est_ns": est_ns, "method": S.method, "buffer_seeds": S.buffer_seeds,
-                "input_hashes_before": hashes}
+        return {"reps": reps, "est_ns": est_ns, "method": S.method, "input_hashes_before": ["device-checksum"]}
     p = CONFIG["cpu"]
-    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _forward(S.buffers[0]), int(p["warmup_reps"]),
-                                                int(p["min_timed_ns"]))
+    cal = make_inputs(torch, S.task.get_inputs, seed, TASK_DISTRIBUTION, large, DEVICE)
+    S.set_bytes = _nbytes(cal)
+    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _forward(cal), int(p["warmup_reps"]), int(p["min_timed_ns"]))
+    del cal
+    S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner)
+    S.sets.spec(0, 0)  # draws the pool now, outside any timed block
     S.method = "cpu-perf_counter"
     return {"reps": int(p["timed_reps"]), "inner": S.inner, "est_ns": est_ns, "method": S.method,
-            "buffer_seeds": S.buffer_seeds, "input_hashes_before": hashes}
+            "input_hashes_before": fingerprints(torch, S.sets.pool_tensors())}
 
 
 def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
@@ -304,56 +534,110 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
 
     The parent decides for every arm of a verdict together, so candidate and baseline are always timed
     by the same method: a ratio of a graph-replayed time to an event-timed one would mix device time
-    with launch overhead.
+    with launch overhead. A graph holds ``graph_replays`` calls, each on its own static set, refilled
+    before every replay; it is refused (events instead) when those sets would not fit the budget.
     """
-    S.graphs = None
+    S.graphs, S.static = None, []
     S.method = "cuda-events+l2flush"
+    seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
     if BACKEND == "cuda" and bool(cmd.get("graph")):
-        n_buf = len(S.buffers)
-        S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _forward(S.buffers[b]), n_buf,
-                                              int(CONFIG["cuda"]["graph_replays"]))
-        if S.graphs is not None:
-            S.method = "cuda-graph"
+        replays = int(CONFIG["cuda"]["graph_replays"])
+        assert S.sets is not None
+        one = _next_sets()[0]
+        if _nbytes(one) * replays <= S.graph_sets_max_bytes:
+            S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "graph", replays)
+            S.static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in one] for _ in range(replays)]
+            S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _forward(S.static[b]), replays, replays)
+            if S.graphs is not None:
+                S.method = "cuda-graph"
+            else:
+                S.static = []
+        del one
+    if BACKEND == "cuda" and S.graphs is None and (S.sets is None or S.sets.mode != "fresh"):
+        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
+        S.sets.q = 1 << 20   # past every set already handed out (the calibration's included)
+    S.fp_acc, S.timed_keys, S.timed_calls = [], set(), 0
     return {"captured": S.graphs is not None, "method": S.method}
+
+
+def _refill_static(rep: int) -> None:
+    sets = _next_sets()
+    with torch.no_grad():
+        for dst, src in zip(S.static, sets):
+            for d, x in zip(dst, src):
+                if isinstance(d, torch.Tensor):
+                    d.copy_(x)
+    S.timed_calls += len(sets)
+    _note_sets(sets)
+    S.cur = sets   # views into the pool: what the static sets must still equal after the replay
 
 
 def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
     reps, offset = int(cmd["reps"]), int(cmd["rep_offset"])
     capture_global = {int(r) for r in cmd.get("capture", [])}
     capture = {r - offset for r in capture_global if offset <= r < offset + reps}
-    n_buf = len(S.buffers)
+    assert S.sets is not None
+    rep_q: dict[int, int] = {}
     cpu0, thr0 = _clock.process_time_ns(), _clock.thread_time_ns()
+
+    def before(rep: int) -> None:
+        if BACKEND == "cuda" and S.cur:
+            _track_out(S.cur)          # the previous set, after its call: did the model write it?
+        S.cur = _next_sets()
+        rep_q[rep] = S.last_q
+        S.timed_calls += len(S.cur)
+        if BACKEND == "cuda":
+            _track_in(S.cur)
+        else:
+            _note_sets(S.cur)
+
     if S.graphs is not None:
-        bt = _CUDA_TIMER.time_block_graph(_rotate(S.graphs, offset), reps, int(CONFIG["cuda"]["graph_replays"]), capture)
+        def refill(rep: int) -> None:
+            _refill_static(rep)
+            rep_q[rep] = S.last_q
+
+        bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
     elif BACKEND == "cuda":
-        bt = _CUDA_TIMER.time_block(lambda r: _forward(S.buffers[(offset + r) % n_buf]), reps, capture)
+        bt = _CUDA_TIMER.time_block(lambda r: _forward(S.cur[0]), reps, capture, before,
+                                    lambda r: _track_out(S.cur))
     else:
         for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
-            _forward(S.buffers[offset % n_buf])
-        bt = _cpu.time_block(lambda r: _forward(S.buffers[(offset + r) % n_buf]), reps, S.inner, capture)
+            _forward(_next_sets()[0])   # a set of its own: a warm-up never previews a timed input
+        bt = _cpu.time_block_sets(lambda r, i: _forward(S.cur[i]), reps, S.inner, capture, before)
+    if S.graphs is None:
+        S.cur = []
     timed_outputs = []
     for r, out in sorted(bt.captured.items()):
         g = offset + r
-        path = os.path.join(cmd["save_dir"], f"{ROLE}-{S.timing_seed}-{g}.pt")
-        torch.save(_to_saveable(out), path)
-        timed_outputs.append({"rep": g, "input_seed": S.buffer_seeds[g % n_buf], "output_path": path})
+        spec = S.sets.spec(rep_q[r], S.sets.k - 1)   # the captured output is the repetition's last call
+        tag = f"timed-{S.timing_seed}-{g}"
+        share = _share_out(tag, out, os.path.join(cmd.get("save_dir") or os.getcwd(), f"{ROLE}-{tag}.pt"))
+        timed_outputs.append({"rep": g, "input_seed": _spec_seed(spec), "spec": spec, "share": share,
+                              "output_path": str(share.get("path", "")), "tag": tag})
+    bt.captured.clear()
     other_cpu = (_clock.process_time_ns() - cpu0) - (_clock.thread_time_ns() - thr0)
-    return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns, "timed_total_ns": bt.timed_total_ns,
-            "method": bt.method, "timed_outputs": timed_outputs}
+    if BACKEND == "cuda" and S.graphs is None:
+        _free_device(2 * S.set_bytes)  # heavy arms take turns: this arm's cache goes back between blocks
+    return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
+            "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs}
 
 
-def _rotate(items: list[Any], offset: int) -> list[Any]:
-    k = offset % len(items)
-    return items[k:] + items[:k]
+def _spec_seed(spec: dict[str, Any]) -> int:
+    """One integer naming a timed set (the stale gate checks they differ)."""
+    if spec["kind"] == "fresh":
+        return int(spec["seed"])
+    import hashlib
+
+    h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).digest()
+    return int.from_bytes(h[:8], "big") & ((1 << 62) - 1)
 
 
 def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
     """Call the model twice on one input object, then rewrite that object's contents in place (same
-    address, autograd version unchanged) and call it again; the parent checks this last output.
+    address, autograd version unchanged) and call it again; the reference checks this last output.
 
-    Why: timed repetitions on CPU repeat one input in an inner loop, so a model that memoises its
-    answer by input address or version looks fast while every answer it returns is right. Here such a
-    model returns its stored answer for contents that have changed, and the comparison fails.
+    Why: a model that memoises its answer by input address or version returns its stored answer for
+    contents that have changed, and the comparison fails.
     """
     large = float(CONFIG["large"])
     inputs = make_inputs(torch, S.task.get_inputs, int(cmd["seed_a"]), TASK_DISTRIBUTION, large, DEVICE)
@@ -364,16 +648,46 @@ def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
         for dst, src in zip(inputs, fresh):
             if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
                 dst.data.copy_(src)
+    del fresh
     out = _forward(inputs)
     _sync()
-    torch.save(_to_saveable(out), cmd["save_path"])
-    return {"output_path": cmd["save_path"]}
+    in_bytes = _nbytes(inputs)
+    del inputs
+    path = str(cmd.get("save_path") or os.path.join(os.getcwd(), "reuse.pt"))
+    share = _share_out("reuse", out, path)
+    del out
+    _free_device(in_bytes)
+    return {"output_path": path if "path" in share else "", "share": share}
 
 
 def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
-    hashes = [tensor_sha256(torch, t) for t in S.buffers[0]] if S.buffers else []
-    S.buffers, S.graphs = [], None
-    return {"input_hashes_after": hashes, "threads_after": _os_threads()}
+    """End a paired seed: the inputs' fingerprints before and after the timed calls, how many
+    distinct input sets the timed loop used, and every buffer freed."""
+    sets = S.sets
+    if sets is not None and sets.mode == "window":        # CPU: the pools the windows were cut from
+        sets.retire()
+        before, after = sets.fp_before, sets.fp_after
+    elif sets is not None and sets.mode == "graph":       # the static sets against their last refill
+        before = fingerprints(torch, [t for s in S.cur for t in s])
+        after = fingerprints(torch, [t for s in S.static for t in s])
+    else:                                                 # CUDA events: each call's fresh set
+        b = [torch.stack(xs) for tag, xs in S.fp_acc if tag == "before" and xs]
+        a = [torch.stack(xs) for tag, xs in S.fp_acc if tag == "after" and xs]
+        if len(a) == len(b) and a:
+            sb = torch.stack(b).flatten(1)
+            S.timed_keys = {tuple(row) for row in sb.cpu().tolist()}   # distinct values, by checksum
+            changed = (sb != torch.stack(a).flatten(1)).any(dim=1).cpu().tolist()
+            before = [f"set{i}" for i in range(len(changed))]
+            after = [f"set{i}" + ("-changed" if c else "") for i, c in enumerate(changed)]
+        else:
+            before, after = [], []
+    reply = {"input_hashes_before": before, "input_hashes_after": after, "threads_after": _os_threads(),
+             "distinct_input_sets": len(S.timed_keys),
+             "timed_calls": int(S.timed_calls), "input_refill": sets.mode if sets is not None else ""}
+    held = _nbytes([t for s in S.static for t in s])
+    S.sets, S.graphs, S.static, S.cur, S.fp_acc, S.timed_keys = None, None, [], [], [], set()
+    _free_device(held + 2 * S.set_bytes)
+    return reply
 
 
 def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
@@ -381,6 +695,7 @@ def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
 
     checks = {name: _lookup(name) is fn for name, fn in _ORIGINAL.items()}
     checks["harness.runner._inputs.make_inputs"] = inputs_mod.make_inputs is make_inputs
+    checks["harness.runner._inputs.fingerprints"] = inputs_mod.fingerprints is fingerprints
     checks.update(time_functions_intact())
     now = _harness_globals()
     checks.update({name: now.get(name) is orig for name, orig in _HARNESS_GLOBALS.items()})
@@ -419,7 +734,8 @@ def _brief(exc: BaseException) -> str:
 
 
 _HANDLERS = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
-             "finish_seed": _cmd_finish_seed, "capture": _cmd_capture,
+             "finish_seed": _cmd_finish_seed, "capture": _cmd_capture, "check": _cmd_check,
+             "release": _cmd_release, "reshare": _cmd_reshare,
              "reuse_probe": _cmd_reuse_probe, "integrity": _cmd_integrity, "fingerprint": _cmd_fingerprint,
              "ceilings": _cmd_ceilings}
 

@@ -7,20 +7,88 @@ a rejected verdict. Nothing a child does can raise anything else out of :meth:`W
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.evidence import WorkerFailure
+from harness.runner import _confine
+from harness.runner._reaper import OWNER_ENV, claim, owner_token, reap_once
 
 Role = Literal["candidate", "reference", "start"]
 FailureKind = Literal["import_error", "exception", "crash", "timeout", "exit", "memory", "protocol"]
+
+
+OUTPUT_TAIL_BYTES = 64 << 10
+# variables a measuring child never needs and a candidate must never read (API keys of the agent side)
+_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^AWS_|^GH_|^GITHUB_|^PG",
+                         re.IGNORECASE)
+
+
+class OutputTail:
+    """The last ``cap`` bytes a child wrote to stdout/stderr, drained from a pipe by a daemon thread.
+
+    Why: a candidate printing 500 MB once filled the host's /tmp through the child's log file
+    (issue 14); a pipe read into a bounded buffer keeps what a failure report needs and nothing more.
+    ``total`` counts every byte seen, so a report can say how much was dropped.
+    """
+
+    def __init__(self, fd: int, cap: int = OUTPUT_TAIL_BYTES) -> None:
+        self.cap = cap
+        self.total = 0
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self._fd = fd
+        self._thread = threading.Thread(target=self._drain, name=f"atb-child-output-{fd}", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                try:
+                    chunk = os.read(self._fd, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                with self._lock:
+                    self.total += len(chunk)
+                    self._buf += chunk
+                    if len(self._buf) > self.cap:
+                        del self._buf[:len(self._buf) - self.cap]
+        finally:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+    def tail(self, n: int) -> bytes:
+        with self._lock:
+            return bytes(self._buf[-n:])
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+
+def child_environment(threads: int, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The harness's environment without ``ATB_*`` settings, secrets, or the names in ``drop``,
+    with thread counts pinned and unbuffered output."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ATB_") and not _SECRET_ENV.search(k) and k not in drop}
+    env["PYTHONUNBUFFERED"] = "1"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
 
 
 class WorkerDied(Exception):
@@ -46,8 +114,14 @@ class Worker:
         self.workdir = Path(workdir)
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s or max(timeout_s, 60.0)
-        self.log_path = self.workdir / f"{role}-{os.getpid()}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.scratch: Path | None = None
+        #: how the child is confined, for the verdict: "bwrap:userns+pidns+..." or "unconfined:<why>"
+        self.confinement: str = ""
+        self.output: OutputTail | None = None
+        self._confined = False
+        self._inbox: Path | None = None
+        self._staged = 0
         self._reply_r: int | None = None
         self._buf = b""
         self._ready: dict[str, Any] | None = None
@@ -56,13 +130,7 @@ class Worker:
     # ------------------------------------------------------------------ life cycle
     def start(self) -> "Worker":
         """Spawn the child without waiting for it to finish importing torch."""
-        r, w = os.pipe()
-        self._reply_r = r
-        log = open(self.log_path, "wb")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
-        env["PYTHONUNBUFFERED"] = "1"
-        env["OMP_NUM_THREADS"] = str(self.config["threads"])
-        env["MKL_NUM_THREADS"] = str(self.config["threads"])
+        env = child_environment(int(self.config["threads"]))
         # glibc's mmap threshold adapts to each process's allocation history, so two workers running
         # the same code can differ in page faults per call; a fixed threshold (and no trimming) makes
         # every worker allocate alike.
@@ -70,15 +138,47 @@ class Worker:
         if mmap_threshold > 0:
             env["MALLOC_MMAP_THRESHOLD_"] = str(mmap_threshold)
             env["MALLOC_TRIM_THRESHOLD_"] = str(4 * mmap_threshold)
+        return self._spawn("harness.runner._child", env)
+
+    def _spawn(self, module: str, env: dict[str, str]) -> "Worker":
+        """Start ``python -m MODULE ROLE REPLY_FD CONFIG`` confined (see :mod:`harness.runner._confine`).
+
+        The child gets a private scratch directory (its cwd and HOME), its stdout and stderr go to a
+        bounded in-memory tail, it dies with this process (``PR_SET_PDEATHSIG``), and every
+        descendant dies with it (bwrap's PID namespace and ``--die-with-parent``). The first spawn
+        of a harness process removes what dead harness processes left behind.
+        """
+        reap_once()
+        claim(self.workdir)
+        self.scratch = _confine.new_scratch(self.role)
+        self._inbox = self.scratch / "inbox"
+        self._inbox.mkdir()
+        plan = _confine.plan(str(self.config.get("backend", "cpu")), self.workdir, self.scratch, inbox=self._inbox)
+        self.confinement = plan.descriptor
+        self._confined = plan.confined
+        env = dict(env)
+        env[OWNER_ENV] = owner_token()
+        env["HOME"] = str(self.scratch)
+        if plan.confined:
+            env["TMPDIR"] = "/tmp"
+        r, w = os.pipe()
+        out_r, out_w = os.pipe()
+        self._reply_r = r
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.runner._child", self.role, str(w), json.dumps(self.config)],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w,), env=env,
-                cwd=str(self.workdir), start_new_session=True,
+                plan.prefix + [sys.executable, "-m", module, self.role, str(w), json.dumps(self.config)],
+                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(w, *plan.pass_fds), env=env,
+                cwd=str(self.scratch), start_new_session=True,
+                preexec_fn=functools.partial(_confine.die_with_parent, os.getpid()),
             )
+        except BaseException:
+            os.close(out_r)
+            raise
         finally:
             os.close(w)
-            log.close()
+            os.close(out_w)
+            plan.close()
+        self.output = OutputTail(out_r)
         return self
 
     @property
@@ -108,6 +208,7 @@ class Worker:
             raise WorkerDied(self.failed)
         self.wait_ready()
         assert self.proc is not None and self.proc.stdin is not None
+        cmd = self._stage(cmd)
         try:
             self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
             self.proc.stdin.flush()
@@ -136,6 +237,10 @@ class Worker:
         if self._reply_r is not None:
             os.close(self._reply_r)
             self._reply_r = None
+        if self.output is not None:
+            self.output.join(2.0)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "Worker":
         return self.start()
@@ -144,6 +249,22 @@ class Worker:
         self.close()
 
     # ------------------------------------------------------------------ internals
+    def _stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """A confined child sees only the session's work directory and the project's packages: a
+        task file elsewhere (a KernelBench checkout, a user's folder) is copied into this child's
+        read-only inbox and the command names the copy."""
+        path = cmd.get("task_path")
+        if not self._confined or not path or self._inbox is None:
+            return cmd
+        src = Path(path).resolve()
+        visible = [self.workdir.resolve(), *(Path(p) for p in _confine._project_roots())]
+        if any(src.is_relative_to(v) for v in visible):
+            return cmd
+        self._staged += 1
+        dst = self._inbox / f"{self._staged}-{src.name}"
+        shutil.copyfile(src, dst)
+        return {**cmd, "task_path": str(dst)}
+
     def _kill(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -157,17 +278,20 @@ class Worker:
             pass
 
     def log_tail(self, n: int = 1500) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
+        """The last ``n`` bytes the child printed (stdout and stderr), as text."""
+        if self.output is None:
             return ""
-        return data[-n:].decode("utf-8", "replace").strip()
+        if self.proc is not None and self.proc.poll() is not None:
+            self.output.join(1.0)  # a dead child's last words may still be in the pipe
+        return self.output.tail(n).decode("utf-8", "replace").strip()
 
     def _died(self, kind: FailureKind, detail: str) -> WorkerDied:
         self._kill()
         tail = self.log_tail()
         if self.proc is not None and self.proc.returncode is not None and kind in ("exit", "crash", "protocol"):
             rc = self.proc.returncode
+            if self._confined and 128 < rc < 128 + 65:
+                rc = -(rc - 128)  # bwrap reports a child killed by signal N as exit status 128+N
             if rc < 0:
                 kind = "crash"
                 try:
@@ -212,4 +336,8 @@ class Worker:
             raise self._died("protocol", f"unreadable reply to {what!r}: {line[:200]!r}") from None
         if not isinstance(reply, dict):
             raise self._died("protocol", f"reply to {what!r} is not an object")
+        if self._confined and "pid" in reply:
+            # inside its PID namespace every child is pid 2: the harness names a child by the pid it
+            # sees (bwrap's), which is what tells one arm's process from another's
+            reply["pid_in_sandbox"], reply["pid"] = reply["pid"], self.pid
         return reply

@@ -45,6 +45,7 @@ def run_random_search(*, task_id: str, kind: SubjectKind, space: SearchSpace,
     rec = CampaignRecorder.open(store, protocol, task_id=task_id, kind=kind, tuner_spec=TUNER_SPEC, seed=seed,
                                 budget=budget, session_id=session_id, preregistration_id=preregistration_id,
                                 arm=arm, config=config, campaign_id=campaign_id)
+    check_resumed_sequence(rec, space, render, seed)
     search = RandomSearch(space, seed)
     done = rec.recorded()
     for idx in range(budget):
@@ -52,10 +53,15 @@ def run_random_search(*, task_id: str, kind: SubjectKind, space: SearchSpace,
         source = render(knobs)
         digest = sha256_text(source)
         if idx in done:
-            if done[idx].candidate_sha256 not in (None, digest):
-                raise IterationConflict(
-                    f"iteration {idx} of {rec.campaign_id} stored candidate {done[idx].candidate_sha256}, but "
-                    f"seed {seed} proposes {digest}: the knob space or the task's renderer changed")
+            continue
+        measured = unrecorded_verdict(rec, digest)
+        if measured is not None:
+            # A run killed after this iteration's verdict was stored, before the iteration was: the
+            # verdict was measured for this campaign, in one of its sessions, for this very candidate.
+            rec.record(idx, verdict_id=measured, detail={"knobs": knobs, "candidate_sha256": digest,
+                                                         "verdict_measured_before_resume": True})
+            if on_iteration is not None:
+                on_iteration(idx, knobs, {"verdict_id": measured, "measured_before_resume": True})
             continue
         result = evaluate(source)
         verdict_id = _field(result, "verdict_id")
@@ -66,3 +72,41 @@ def run_random_search(*, task_id: str, kind: SubjectKind, space: SearchSpace,
             on_iteration(idx, knobs, result)
     rec.finish()
     return rec.summary()
+
+
+def check_resumed_sequence(rec: CampaignRecorder, space: SearchSpace, render: Callable[[dict[str, Any]], str],
+                           seed: int) -> None:
+    """Check every stored iteration's candidate against the seed's proposal for that index.
+
+    Run it before a resumed search opens a session (it measures nothing), so a changed knob space or
+    renderer is refused without leaving a session behind.
+
+    Raises:
+        IterationConflict: a stored candidate is not what ``seed`` proposes at its index.
+    """
+    done = rec.recorded()
+    if not done:
+        return
+    search = RandomSearch(space, seed)
+    for idx in range(max(done) + 1):
+        digest = sha256_text(render(search.propose()))
+        stored = done.get(idx)
+        if stored is None:
+            continue
+        want = stored.detail.get("candidate_sha256") or stored.candidate_sha256
+        if want not in (None, digest):
+            raise IterationConflict(
+                f"iteration {idx} of {rec.campaign_id} stored candidate {want}, but seed {seed} proposes "
+                f"{digest}: the knob space or the task's renderer changed; start a new campaign")
+
+
+def unrecorded_verdict(rec: CampaignRecorder, candidate_sha256: str) -> str | None:
+    """A verdict for ``candidate_sha256`` measured in one of the campaign's sessions that no iteration
+    records (the run was killed between storing the verdict and storing its iteration), or None."""
+    sessions = rec.sessions()
+    marks = ", ".join("?" for _ in sessions)
+    rows = rec.store.query(
+        f"SELECT v.id FROM verdicts v WHERE v.session_id IN ({marks}) AND v.task_id = ? AND v.candidate_sha256 = ? "
+        "AND NOT EXISTS (SELECT 1 FROM iterations i WHERE i.verdict_id = v.id) ORDER BY v.created_at, v.id LIMIT 1",
+        (*sessions, rec.info.task_id, candidate_sha256))
+    return str(rows[0][0]) if rows else None

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.campaigns import CampaignSummary
-from harness.records import Backend
-from harness.search._run import run_random_search
+from harness.campaigns import CampaignError, CampaignRecorder, CampaignSummary
+from harness.records import Backend, SubjectKind
+from harness.search._random import SearchSpace
+from harness.search._run import TUNER_SPEC, check_resumed_sequence, run_random_search
 from harness.search._space import KnobSpace, KnobSpaceError
 from harness.store import SqliteStore
 from protocol import Protocol
@@ -44,6 +45,15 @@ def random_search_task(task: str, *, store: SqliteStore, protocol: Protocol, bud
     if not loaded.knob_space:
         raise KnobSpaceError(f"task {loaded.id} declares no knob space (ATB_META['knobs']); random search needs one")
     space = KnobSpace.coerce(loaded.knob_space)
+    if campaign_id is not None:
+        from harness.device import device_fingerprint
+
+        prior = _check_resume(store, protocol, campaign_id, task_id=loaded.id, kind="kernel", budget=budget,
+                              seed=seed, backend=backend, preregistration_id=preregistration_id, arm=arm,
+                              space=space, render=loaded.render_candidate,
+                              device_sha256=lambda: device_fingerprint(backend, protocol).sha256)
+        if prior is not None:
+            return prior
     with open_measurement_session(store, backend, protocol, note=f"random search on {loaded.id}") as ctx:
         return run_random_search(
             task_id=loaded.id, kind="kernel", space=space, render=loaded.render_candidate,
@@ -63,6 +73,15 @@ def _engine_search(task: str, *, store: SqliteStore, protocol: Protocol, budget:
     from harness.engines.task import load_engine_task
 
     t = load_engine_task(task)
+    if campaign_id is not None:
+        from harness.engines.session import engine_fingerprint
+
+        prior = _check_resume(store, protocol, campaign_id, task_id=t.id, kind="engine", budget=budget, seed=seed,
+                              backend=backend, preregistration_id=preregistration_id, arm=arm,
+                              space=t.flag_space(), render=render_candidate,
+                              device_sha256=lambda: engine_fingerprint(backend).sha256)
+        if prior is not None:
+            return prior
     session = open_engine_session(store, protocol, backend, note=f"random search on {t.id}")
     return run_random_search(
         task_id=t.id, kind="engine", space=t.flag_space(), render=render_candidate,
@@ -70,3 +89,34 @@ def _engine_search(task: str, *, store: SqliteStore, protocol: Protocol, budget:
         store=store, protocol=protocol, session_id=session.session_id, budget=budget, seed=seed,
         campaign_id=campaign_id, preregistration_id=preregistration_id, arm=arm,
         config={"backend": backend, "engine": t.engine, "task_sha256": t.sha256}, on_iteration=on_iteration)
+
+
+def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,
+                  budget: int, seed: int, backend: Backend, preregistration_id: str | None, arm: str | None,
+                  space: SearchSpace, render: Callable[[dict[str, Any]], str],
+                  device_sha256: Callable[[], str]) -> CampaignSummary | None:
+    """Everything a resume can be refused for, checked before a measurement session is opened, so a
+    refused resume leaves no session and no verdict behind. Returns the stored summary when the
+    campaign has already finished (nothing to measure), else None.
+
+    A campaign id the store lacks is not a resume: the search starts a new campaign under that id.
+
+    Raises:
+        CampaignError: another protocol, task, seed, budget, registration, backend or device.
+        IterationConflict: a stored candidate is not what the seed proposes (the space or renderer changed).
+    """
+    if not store.query("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)):
+        return None
+    rec = CampaignRecorder.check_resume(store, protocol, campaign_id, task_id=task_id, kind=kind, tuner_spec=TUNER_SPEC,
+                                        seed=seed, budget=budget, preregistration_id=preregistration_id, arm=arm)
+    stored_backend = rec.info.config.get("backend")
+    if stored_backend is not None and stored_backend != backend:
+        raise CampaignError(f"campaign {campaign_id} measures on backend {stored_backend!r}, not {backend!r}; "
+                            "resume it with the same --backend")
+    if rec.finished():
+        return rec.summary()
+    check_resumed_sequence(rec, space, render, seed)
+    if device_sha256() != rec.info.device_sha256:
+        raise CampaignError(f"campaign {campaign_id} was measured on device {rec.info.device_sha256[:12]}…, and this "
+                            "machine's fingerprint differs: a campaign resumes only on the device it started on")
+    return None

@@ -1,17 +1,14 @@
 """The results store. SQLite is the embedded default; the rules live in the database schema."""
 
-from harness.store._errors import IngestRejected, NotFound, StoreError
+from harness.store._errors import IngestRejected, NotFound, StoreError, StoreSchemaVersionError, StoreTampered
 from harness.store._sqlite import SqliteStore, connect, schema_sql
-
-ResultStore = SqliteStore
+from harness.store._verify import SCHEMA_VERSION, StoreProblem, StoreVerification, verify_path
+from harness.store._protocol import ResultStore
+from harness.store._open import open_store, store_kind
 
 DEFAULT_DB = "atb.sqlite"
 
 
-def open_store(path: str | None = None) -> SqliteStore:
-    """Open (creating if needed) the store at ``path`` or ./atb.sqlite."""
-    return SqliteStore(path or DEFAULT_DB)
-
-
-__all__ = ["DEFAULT_DB", "IngestRejected", "NotFound", "ResultStore", "SqliteStore", "StoreError",
-           "connect", "open_store", "schema_sql"]
+__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "IngestRejected", "NotFound", "ResultStore", "SqliteStore", "StoreError",
+           "StoreProblem", "StoreSchemaVersionError", "StoreTampered", "StoreVerification", "connect", "open_store",
+           "schema_sql", "store_kind", "verify_path"]

@@ -4,6 +4,11 @@ Why rules live in SQL and not (only) in Python: a result that bypasses this modu
 a script or another tool, must meet the same bar. The Python layer only translates the database's
 refusals into :class:`IngestRejected` with the rule's name. A server database can replace this file by
 implementing :class:`harness.store.ResultStore` with the same tables and rules.
+
+Why a hash chain as well: any writer with file access can ``DROP TRIGGER``. Every row is written as the
+next link of one store-wide chain (:mod:`harness.store._chain`), opening refuses a store whose schema
+objects differ from ``schema.sql``, and :meth:`SqliteStore.verify` recomputes the chain and replays
+every row through the rules (:mod:`harness.store._verify`), so tampering is named, never repaired.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,18 +33,37 @@ from harness.records import (
     sha256_text,
     utc_now,
 )
-from harness.store._errors import IngestRejected, NotFound, StoreError
+from harness.store._chain import (
+    CHAINED_TABLES,
+    MAX_SEQ_SQL,
+    ColumnSpec,
+    column_specs,
+    head,
+    insert_chained,
+    row_at,
+    row_hash,
+)
+from harness.store._errors import IngestRejected, NotFound, StoreError, StoreSchemaVersionError, StoreTampered
+from harness.store._verify import SCHEMA_VERSION as _SCHEMA_VERSION
+from harness.store._verify import (
+    StoreVerification,
+    schema_problems,
+    schema_statements,
+    user_version,
+    verify_connection,
+    version_problem,
+)
 from protocol import Protocol, ProtocolRef
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = _SCHEMA_VERSION
 
-# Tables whose rows must carry a known protocol digest, and that are append-only.
+# Tables whose rows must carry a known protocol digest. Every table is append-only and chained.
 STAMPED_TABLES = (
     "devices", "sessions", "ceilings", "tasks", "candidates", "measurement_sets", "measurements",
     "verdicts", "quarantine_reviews", "preregistrations", "campaigns", "iterations",
     "campaign_outcomes", "reports",
 )
-APPEND_ONLY_TABLES = ("protocols",) + STAMPED_TABLES
+APPEND_ONLY_TABLES = CHAINED_TABLES
 
 _RULE_RE = re.compile(r"atb_rule:(?P<rule>[a-z_]+): (?P<msg>.*)")
 
@@ -68,12 +93,59 @@ END;
 """
 
 
+@lru_cache(maxsize=1)
+def unique_keys() -> dict[str, list[tuple[str, ...]]]:
+    """Every PRIMARY KEY / UNIQUE column set of every table, read from schema.sql's own tables."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(_base_schema())
+        out: dict[str, list[tuple[str, ...]]] = {}
+        for t in CHAINED_TABLES:
+            keys: list[tuple[str, ...]] = []
+            for idx in mem.execute(f"PRAGMA index_list({t})"):
+                if idx[2]:  # unique
+                    keys.append(tuple(str(r[2]) for r in mem.execute(f"PRAGMA index_info('{idx[1]}')")))
+            out[t] = sorted(keys)
+        return out
+    finally:
+        mem.close()
+
+
+# Keys whose duplicates a named rule in schema.sql refuses first, with a clearer message.
+_KEYS_WITH_THEIR_OWN_RULE: dict[str, tuple[tuple[str, ...], ...]] = {"protocols": (("version",),)}
+
+
+def _chain_trigger(table: str) -> str:
+    """chain_order and duplicate_key (which is what refuses INSERT OR REPLACE, REPLACE INTO and upserts)."""
+    clauses = [f"EXISTS (SELECT 1 FROM {table} WHERE rowid = NEW.rowid)"]
+    for cols in unique_keys()[table]:
+        if cols in _KEYS_WITH_THEIR_OWN_RULE.get(table, ()):
+            continue
+        cond = " AND ".join(f"{c} = NEW.{c}" for c in cols)
+        clauses.append(f"EXISTS (SELECT 1 FROM {table} WHERE {cond})")
+    dup = "\n       OR ".join(clauses)
+    return f"""
+CREATE TRIGGER IF NOT EXISTS {table}_chain BEFORE INSERT ON {table}
+BEGIN
+    SELECT RAISE(ABORT, 'atb_rule:duplicate_key: a {table} row with this key is already stored (REPLACE and upserts are refused: rows are never replaced)')
+    WHERE {dup};
+    SELECT RAISE(ABORT, 'atb_rule:chain_order: {table} row must take the next chain_seq (1 + the largest stored)')
+    WHERE NEW.chain_seq IS NOT NULL AND NEW.chain_seq IS NOT ({MAX_SEQ_SQL.replace("SELECT coalesce(max(m), 0)", "SELECT coalesce(max(m), 0) + 1")});
+END;
+"""
+
+
+def _base_schema() -> str:
+    return resources.files("harness.store").joinpath("schema.sql").read_text()
+
+
+@lru_cache(maxsize=1)
 def schema_sql() -> str:
-    """The full schema: tables and rules from schema.sql plus the generated stamp/append-only triggers."""
-    base = resources.files("harness.store").joinpath("schema.sql").read_text()
+    """The full schema: tables and rules from schema.sql plus the generated stamp, append-only and chain triggers."""
     generated = "".join(_stamp_triggers(t) for t in STAMPED_TABLES)
     generated += "".join(_append_only_triggers(t) for t in APPEND_ONLY_TABLES)
-    return base + generated
+    generated += "".join(_chain_trigger(t) for t in CHAINED_TABLES)
+    return _base_schema() + generated
 
 
 def translate(exc: sqlite3.Error) -> StoreError:
@@ -102,19 +174,82 @@ def connect(path: Path | str) -> sqlite3.Connection:
 
 
 class SqliteStore:
-    """The embedded results store. Every write is one transaction; a refused write changes nothing."""
+    """The embedded results store. Every write is one transaction; a refused write changes nothing.
+
+    Opening checks before it writes anything: a file of another schema version is refused and left
+    untouched, and a file whose tables, indexes or triggers differ from ``schema.sql`` (a dropped
+    trigger, say) or whose newest row breaks the hash chain is refused as tampered
+    (:class:`StoreTampered`), never repaired. :meth:`verify` checks every row.
+    """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = connect(self.path)
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.executescript(schema_sql())
-            self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the results store at {self.path}: {exc}") from exc
+        try:
+            self._open_schema()
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise StoreError(f"cannot open the results store at {self.path}: {exc}") from exc
+        except BaseException:
+            self.conn.close()
+            raise
+        self._specs: dict[str, list[ColumnSpec]] = {}
         self._register_known_protocols()
+
+    def _open_schema(self) -> None:
+        """Create the schema in an empty file; otherwise check version, schema objects and chain head.
+
+        Raises:
+            StoreSchemaVersionError: another schema version (the file is not touched).
+            StoreTampered: a table, index or trigger differs from schema.sql, or the head row's hash is wrong.
+        """
+        version = user_version(self.conn)
+        if version == 0 and not self.query("SELECT 1 FROM sqlite_master LIMIT 1"):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                if user_version(self.conn) == 0 and not self.query("SELECT 1 FROM sqlite_master LIMIT 1"):
+                    for stmt in schema_statements():
+                        self.conn.execute(stmt)
+                    self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            version = user_version(self.conn)
+        problem = version_problem(version)
+        if problem is not None:
+            raise StoreSchemaVersionError(f"results store {self.path}: {problem.detail}")
+        objects = schema_problems(self.conn)
+        if objects:
+            raise StoreTampered(str(self.path), objects[0].line(), len(objects))
+        self._check_head()
+
+    def _check_head(self) -> None:
+        """The newest row must hash from its content and the row before it (a cheap check on every open)."""
+        seq, stored, table = head(self.conn)
+        if seq == 0 or table is None:
+            return
+        prev = "0" * 64
+        if seq > 1:
+            before = row_at(self.conn, seq - 1)
+            if before is None:
+                raise StoreTampered(str(self.path), f"chain_seq {seq - 1} is missing: a row was deleted")
+            prev = str(before[1]["row_hash"])
+        found = row_at(self.conn, seq)
+        assert found is not None
+        if row_hash(prev, table, found[1]) != stored:
+            raise StoreTampered(str(self.path), f"{table} (chain_seq {seq}): row_hash does not match the row's "
+                                "content: it was changed after it was written")
+
+    def verify(self) -> StoreVerification:
+        """Check schema version, every table/index/trigger against schema.sql, the hash chain and every
+        rule on every row. Writes nothing; never raises for what it finds (see ``problems``)."""
+        return verify_connection(self.conn, str(self.path))
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -144,10 +279,33 @@ class SqliteStore:
         else:
             self.conn.execute("COMMIT")
 
+    def _columns(self, table: str) -> list[ColumnSpec]:
+        if table not in self._specs:
+            self._specs[table] = column_specs(self.conn, table)
+        return self._specs[table]
+
     def _insert(self, conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
+        """Insert one row as the next link of the hash chain (call inside :meth:`transaction`).
+
+        Raises:
+            sqlite3.Error: a rule refused the row (``transaction`` turns it into IngestRejected).
+            StoreError: the stored row does not hash as written (a bug in the writer); rolled back.
+        """
+        if table not in CHAINED_TABLES:
+            raise StoreError(f"no table {table!r} in the results store")
+        try:
+            insert_chained(conn, table, row, self._columns(table))
+        except ValueError as exc:
+            raise StoreError(str(exc)) from exc
+
+    def append(self, table: str, row: dict[str, Any]) -> None:
+        """Insert one row in its own transaction (the chained write every module outside the store uses).
+
+        Raises:
+            IngestRejected: a rule of the schema refused the row; nothing was written.
+        """
+        with self.transaction() as c:
+            self._insert(c, table, row)
 
     @staticmethod
     def _stamp(ref: ProtocolRef) -> dict[str, str]:
@@ -169,14 +327,29 @@ class SqliteStore:
         self.register_protocol(load_protocol())
 
     def register_protocol(self, protocol: Protocol) -> ProtocolRef:
-        """Make a verified protocol known to the store (idempotent)."""
+        """Make a verified protocol, and the gates a verdict under it must carry, known to the store (idempotent).
+
+        Raises:
+            IngestRejected: ``protocol_version_taken`` when the store holds another digest under this
+                version (a re-drafted protocol needs a fresh store or a new version number).
+        """
+        from harness.store._gates import expected_gates
+
         ref = protocol.ref()
-        if not self.query("SELECT 1 FROM protocols WHERE sha256 = ?", (ref.sha256,)):
-            with self.transaction() as c:
-                c.execute(
-                    "INSERT INTO protocols (sha256, version, paired_seeds_required, registered_at) VALUES (?,?,?,?)",
-                    (ref.sha256, ref.version, protocol.seeds.paired_seeds, utc_now()),
-                )
+        have = {(r[0], r[1]) for r in self.query(
+            "SELECT kind, name FROM expected_gates WHERE protocol_sha256 = ?", (ref.sha256,))}
+        missing = [g for g in expected_gates() if (g[0], g[1]) not in have]
+        known = bool(self.query("SELECT 1 FROM protocols WHERE sha256 = ?", (ref.sha256,)))
+        if known and not missing:
+            return ref
+        with self.transaction() as c:
+            if not known:
+                self._insert(c, "protocols", {"sha256": ref.sha256, "version": ref.version,
+                                              "paired_seeds_required": protocol.seeds.paired_seeds,
+                                              "registered_at": utc_now()})
+            for kind, name, required in missing:
+                self._insert(c, "expected_gates", {"protocol_sha256": ref.sha256, "kind": kind, "name": name,
+                                                   "required": required, "created_at": utc_now()})
         return ref
 
     # ------------------------------------------------------------------ devices and sessions

@@ -6,8 +6,9 @@
   rather than at the launch overhead around it;
 * warm-up and the number of repetitions are chosen from milliseconds, like ``do_bench``;
 * kernels faster than ``graph_replay_below_us`` are timed by replaying a CUDA graph that holds
-  ``graph_replays`` calls (per rotating buffer), divided by that count; a candidate that cannot be
-  captured falls back to events behind the flush, and the method says which was used.
+  ``graph_replays`` calls, each on its own static input set (refilled with fresh values before every
+  replay, outside the events), divided by that count; a candidate that cannot be captured falls back
+  to events behind the flush, and the method says which was used.
 
 The event and synchronise functions are bound when the measuring child starts, before candidate
 code is imported, so a candidate that replaces ``torch.cuda.Event.elapsed_time`` does not change
@@ -36,6 +37,8 @@ class CudaTimer:
         self._graph_cls = torch.cuda.CUDAGraph
         self._flush = torch.empty(max(1, flush_bytes // 4), dtype=torch.int32, device="cuda")
         self._replay = torch.cuda.CUDAGraph.replay
+        self._current_stream = torch.cuda.current_stream
+        self._stream_sync = torch.cuda.Stream.synchronize
         self.originals = {name: _lookup(torch, name) for name in _WATCHED}
 
     def intact(self) -> dict[str, bool]:
@@ -44,6 +47,17 @@ class CudaTimer:
 
     def sync(self) -> None:
         self._sync()
+
+    def _refill(self, before_rep: Callable[[int], None], rep: int) -> int:
+        """Run ``before_rep`` and wait for its work on this stream only; returns the host ns spent.
+
+        The wait keeps the refill's device work (fresh draws, copies, fingerprints) out of the wall
+        time the escape gate reads; it does not wait for other streams, so work a candidate left
+        running elsewhere is still caught by the final device-wide synchronisation."""
+        t0 = _now()
+        before_rep(rep)
+        self._stream_sync(self._current_stream())
+        return _now() - t0
 
     def _events(self, n: int) -> list[Any]:
         return [self._event(enable_timing=True) for _ in range(n)]
@@ -71,49 +85,60 @@ class CudaTimer:
         reps = int(min(max_reps, max(min_reps, math.ceil(rep_ms / est_ms))))
         return reps, est_ms * 1e6
 
-    def time_block(self, call_rep: Callable[[int], Any], reps: int, capture: set[int]) -> BlockTiming:
-        """Time ``reps`` repetitions with events, each behind an L2 flush."""
+    def time_block(self, call_rep: Callable[[int], Any], reps: int, capture: set[int],
+                   before_rep: Callable[[int], None] | None = None,
+                   after_rep: Callable[[int], None] | None = None) -> BlockTiming:
+        """Time ``reps`` repetitions with events, each behind an L2 flush.
+
+        ``before_rep(rep)`` makes that repetition's fresh inputs (and fingerprints the previous ones)
+        before the flush, ``after_rep(reps)`` runs once after the block: both stay outside the events
+        and, with their device work waited for on this stream, outside the wall time too.
+        """
         starts, ends = self._events(reps), self._events(reps)
         captured: dict[int, Any] = {}
         self._sync()
+        refill = 0
         wall0 = _now()
         for rep in range(reps):
+            if before_rep is not None:
+                refill += self._refill(before_rep, rep)
             self._flush.zero_()
             self._record(starts[rep])
             out = call_rep(rep)
             self._record(ends[rep])
             if rep in capture:
                 captured[rep] = out
+            out = None
         self._sync()
-        wall = _now() - wall0
+        wall = _now() - wall0 - refill
+        if after_rep is not None:
+            after_rep(reps)
         times = [self._elapsed(s, e) * 1e6 for s, e in zip(starts, ends)]
         return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(sum(times)),
                            method="cuda-events+l2flush", captured=captured)
 
-    def capture_graphs(self, call_on: Callable[[int], Any], n_buffers: int, replays: int) -> list[tuple[Any, Any]] | None:
-        """Capture one graph of ``replays`` calls per rotating buffer; None if capture fails.
+    def capture_graphs(self, call_on: Callable[[int], Any], n_sets: int, replays: int) -> list[tuple[Any, Any]] | None:
+        """Capture one graph of ``replays`` calls, call ``i`` on static input set ``i % n_sets``;
+        None if capture fails. Returns [(graph, static outputs of every call)].
 
-        Returns (graph, static output) pairs. Capture fails for candidates that synchronise, move
-        data to the host or allocate in ways a graph cannot hold; they are then timed by events.
+        Capture fails for candidates that synchronise, move data to the host or allocate in ways a
+        graph cannot hold; they are then timed by events.
         """
         torch = self._torch
-        graphs: list[tuple[Any, Any]] = []
         try:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                for b in range(n_buffers):
-                    for _ in range(3):
+                for _ in range(2):
+                    for b in range(n_sets):
                         call_on(b)
             torch.cuda.current_stream().wait_stream(side)
             self._sync()
-            for b in range(n_buffers):
-                g = self._graph_cls()
-                out = None
-                with torch.cuda.graph(g):
-                    for _ in range(replays):
-                        out = call_on(b)
-                graphs.append((g, out))
+            g = self._graph_cls()
+            outs: list[Any] = []
+            with torch.cuda.graph(g):
+                for i in range(replays):
+                    outs.append(call_on(i % n_sets))
             self._sync()
         except Exception:  # noqa: BLE001 - any capture failure means "time it with events instead"
             try:
@@ -121,26 +146,31 @@ class CudaTimer:
             except Exception:  # noqa: BLE001
                 return None
             return None
-        return graphs
+        return [(g, outs)]
 
     def time_block_graph(self, graphs: Sequence[tuple[Any, Any]], reps: int, replays: int,
-                         capture: set[int]) -> BlockTiming:
-        """Time ``reps`` graph replays (buffer ``rep % len(graphs)``), each behind an L2 flush."""
+                         capture: set[int], before_rep: Callable[[int], None] | None = None) -> BlockTiming:
+        """Time ``reps`` graph replays, each behind an L2 flush; ``before_rep(rep)`` refills the
+        graph's static inputs with that repetition's sets (queued before the flush, untimed). A
+        captured repetition keeps a copy of its last call's output."""
         starts, ends = self._events(reps), self._events(reps)
         captured: dict[int, Any] = {}
         self._sync()
+        refill = 0
         wall0 = _now()
         for rep in range(reps):
-            g, out = graphs[rep % len(graphs)]
+            g, outs = graphs[rep % len(graphs)]
+            if before_rep is not None:
+                refill += self._refill(before_rep, rep)
             self._flush.zero_()
             self._record(starts[rep])
             self._replay(g)
             self._record(ends[rep])
             if rep in capture:
                 self._sync()
-                captured[rep] = _clone(out)
+                captured[rep] = _clone(outs[-1])
         self._sync()
-        wall = _now() - wall0
+        wall = _now() - wall0 - refill
         times = [self._elapsed(s, e) * 1e6 / replays for s, e in zip(starts, ends)]
         return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(sum(times)) * replays,
                            method=f"cuda-graph(replays={replays})+l2flush", captured=captured)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from atb_agent.evaluation import CANDIDATE_FILE, VerdictSummary
+from harness.gates import gate_names
 from harness.records import DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
 
 from .workspace import MemoryToolBox
@@ -47,7 +48,7 @@ class ScriptedJudge:
                           baseline_label="scripted-judge", status="accepted" if good else "rejected", correct=good,
                           reason="" if good else "no ModelNew defined", ratio=ratio,
                           ci_low=ratio * 0.995 if ratio else None, ci_high=ratio * 1.005 if ratio else None,
-                          gates=[GateResult(name="scripted", passed=good)],
+                          gates=[GateResult(name=n, passed=good) for n in gate_names()],
                           candidate_set_id=sets["candidate"].id if sets else None,
                           baseline_set_id=sets["baseline"].id if sets else None)
         self.store.add_verdict(verdict, sets.get("candidate"), sets.get("baseline"))

@@ -3,6 +3,8 @@ repeated inputs cost a dictionary lookup. Every output is right and the time sta
 (loose) physical floor of a task whose reference is compute-heavy: only the size of the speedup
 gives it away.
 
+Neutralised (issue 13): timed calls never see one input twice, so the memo never hits and the
+candidate measures at honest speed; tests/redteam/test_redteam_neutralised.py checks that it gains nothing.
 REDTEAM = {"task": "tasks/slow_prefix_sum.py", "gate": "anomaly", "exclusive": true}
 """
 

@@ -2,6 +2,8 @@
 harness's rotating buffers return a stored answer without doing the work.
 
 Every returned value is right for its input; the time is not physically possible for the bytes.
+Neutralised (issue 13): timed calls never see one input twice, so the memo never hits and the
+candidate measures at honest speed; tests/redteam/test_redteam_neutralised.py checks that it gains nothing.
 REDTEAM = {"task": "relu", "gate": "physical_limit"}
 """
 

@@ -1,0 +1,277 @@
+"""The sweep driver: one Ray task per unfinished campaign, progress polled from the shared store.
+
+Why the store and not Ray decides what to run: the store outlives any Ray cluster. A restarted
+driver registers the same sweep (same spec, same id), finds every finished campaign there and
+submits only the others, each of which resumes from its stored iterations. Ray supplies placement
+(a campaign asks for one GPU on CUDA, ``cpus_per_campaign`` CPUs on CPU) and re-runs a campaign whose
+worker process died (``max_retries``); the re-run resumes rather than repeats.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from atb_agent.sweep._errors import SweepError
+from atb_agent.sweep._ledger import CampaignState, register_sweep, states
+from atb_agent.sweep._progress import ProgressRow, ProgressTable
+from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
+
+CampaignStatus = Literal["done", "failed", "unfinished"]
+POLL_S = 1.0
+
+
+class CampaignResult(BaseModel):
+    key: str
+    task_id: str
+    tuner: str
+    seed: int
+    campaign_id: str | None
+    status: CampaignStatus
+    outcome: str | None
+    iterations: int
+    usable: int
+    attempts: int
+    ran_now: bool
+    error: str | None = None
+
+
+class SweepResult(BaseModel):
+    sweep_id: str
+    spec_sha256: str
+    store: str
+    ray_address: str
+    ray_version: str
+    restarted: bool
+    budget: int
+    campaigns: list[CampaignResult]
+    done: int
+    failed: int
+    iterations: int
+    usable_iterations: int
+    wall_s: float
+
+
+def redact(url: str) -> str:
+    """A store URL without its password, fit for output and logs."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    user = cred.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"
+
+
+def normalise_db(db: str) -> str:
+    """An absolute SQLite path (workers do not share the driver's working directory), or the URL as given."""
+    from harness.store._open import sqlite_path, store_kind
+
+    if store_kind(db) == "sqlite":
+        return str(sqlite_path(db).resolve())
+    return db
+
+
+def _init_ray(address: str | None) -> str:
+    """Connect to ``address``, or start a local Ray instance sized to this machine.
+
+    Raises:
+        SweepError: Ray is not installed or the cluster cannot be reached.
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise SweepError("atb sweep needs Ray: pip install 'ray==2.*'") from exc
+    common: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
+    try:
+        if address:
+            _token_auth_if_available()
+            ctx = ray.init(address=address, **common)
+        else:
+            ctx = ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+                           object_store_memory=128 << 20, **common)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise SweepError(f"cannot reach the Ray cluster {address or '(local)'}: {' '.join(str(exc).split())}") from exc
+    return str(getattr(ctx, "address_info", {}).get("gcs_address") or address or "local")
+
+
+def _token_auth_if_available() -> None:
+    """Ray 2.5x+ clusters started by ``ray.init``/``ray start`` require a token by default, kept in
+    ``~/.ray/auth_token``; a driver connecting to one sends it only in token mode. Turn token mode on
+    when a token is at hand and the user has not chosen a mode (``RAY_AUTH_MODE``)."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray" in sys.modules:      # Ray read its config at import: make it read the mode again
+            try:
+                from ray._raylet import Config
+
+                Config.initialize("")
+            except (ImportError, AttributeError):
+                pass
+
+
+def _resources(sweep: ResolvedSweep) -> dict[str, Any]:
+    dev = sweep.spec.devices
+    if dev.backend == "cuda":
+        return {"num_gpus": 1, "num_cpus": dev.cpus_per_campaign}
+    return {"num_gpus": 0, "num_cpus": dev.cpus_per_campaign}
+
+
+def _rows(sweep: ResolvedSweep, st: dict[str, CampaignState], running: set[str], failed: set[str],
+          queued: set[str]) -> list[ProgressRow]:
+    rows: dict[str, ProgressRow] = {t: ProgressRow(label=t) for t in sweep.spec.tuners}
+    for k in sweep.campaigns:
+        r, s = rows[k.tuner], st[k.key]
+        r.campaigns += 1
+        r.iterations += s.iterations
+        r.usable += s.usable
+        if k.key in failed:
+            r.failed += 1
+        elif s.outcome is not None and k.key not in queued:
+            r.done += 1
+        elif k.key in running:
+            r.running += 1
+        else:
+            r.pending += 1
+    return list(rows.values())
+
+
+class _Stop(Exception):
+    """SIGTERM: stop the sweep like Ctrl-C (workers cancelled, cluster shut down, store left resumable)."""
+
+
+def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
+              progress: ProgressTable | None = None,
+              on_poll: Callable[[dict[str, CampaignState]], None] | None = None) -> SweepResult:
+    """Run every unfinished campaign of ``sweep`` on Ray, writing to the store ``db``; return the tally.
+
+    Raises:
+        SweepError: Ray cannot be reached, or the sweep id is stored with another spec.
+        StoreError: the store cannot be opened.
+        KeyboardInterrupt: the sweep was stopped (Ctrl-C or SIGTERM); it resumes when run again.
+    """
+    if ray_address:
+        _token_auth_if_available()
+    import ray
+
+    from atb_agent.sweep._worker import run_attempt
+    from harness.store._open import open_store
+    from protocol import load_protocol
+
+    t0 = time.monotonic()
+    db = normalise_db(db)
+    proto = load_protocol()
+    store = open_store(db)
+    restarted = register_sweep(store, sweep, proto.ref())
+    start = states(store, sweep.campaigns)
+    todo = [k for k in sweep.campaigns if start[k.key].outcome is None]
+    if not todo:                       # every campaign finished in an earlier run: nothing for Ray to do
+        store.close()
+        return _tally(sweep, start, {}, {}, db=db, address="not started (nothing to run)",
+                      ray_version=_ray_version(), restarted=restarted, t0=t0)
+    address = _init_ray(ray_address)
+    old_term = signal.signal(signal.SIGTERM, _raise_stop) if _main_thread() else None
+    remote = ray.remote(run_attempt)
+    res = _resources(sweep)
+    cap = sweep.spec.devices.max_concurrent or len(todo) or 1
+    waiting = list(todo)
+    inflight: dict[Any, CampaignKey] = {}
+    results: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    try:
+        while waiting or inflight:
+            while waiting and len(inflight) < cap:
+                k = waiting.pop(0)
+                ref = remote.options(name=f"atb-campaign {k.task_id} {k.tuner} seed {k.seed}",
+                                     max_retries=sweep.spec.max_retries, retry_exceptions=False, **res).remote(
+                    k.model_dump(), budget=sweep.spec.budget, backend=sweep.spec.devices.backend,
+                    base_url=sweep.spec.base_url, db=db)
+                inflight[ref] = k
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                k = inflight.pop(ref)
+                try:
+                    results[k.key] = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a campaign's failure is reported, the sweep goes on
+                    errors[k.key] = _one_line(exc)
+            st = states(store, sweep.campaigns)
+            if on_poll is not None:
+                on_poll(st)
+            if progress is not None:
+                running = {k.key for k in inflight.values() if st[k.key].attempts > start[k.key].attempts}
+                queued = {k.key for k in inflight.values()}
+                progress.update(_rows(sweep, st, running, set(errors), queued))
+    except _Stop:
+        raise KeyboardInterrupt from None
+    finally:
+        if inflight:
+            for ref in inflight:
+                ray.cancel(ref, force=True)
+        ray.shutdown()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+        final = states(store, sweep.campaigns)
+        store.close()
+        if progress is not None:
+            progress.close()
+    return _tally(sweep, final, results, errors, db=db, address=address, ray_version=ray.__version__,
+                  restarted=restarted, t0=t0)
+
+
+def _ray_version() -> str:
+    import ray
+
+    return str(ray.__version__)
+
+
+def _tally(sweep: ResolvedSweep, final: dict[str, CampaignState], results: dict[str, Any], errors: dict[str, str],
+           *, db: str, address: str, ray_version: str, restarted: bool, t0: float) -> SweepResult:
+    out: list[CampaignResult] = []
+    for k in sweep.campaigns:
+        s = final[k.key]
+        status: CampaignStatus = ("failed" if k.key in errors or s.outcome in ("aborted",)
+                                  else "done" if s.outcome is not None else "unfinished")
+        out.append(CampaignResult(key=k.key, task_id=k.task_id, tuner=k.tuner, seed=k.seed, campaign_id=s.campaign_id,
+                                  status=status, outcome=s.outcome, iterations=s.iterations, usable=s.usable,
+                                  attempts=s.attempts, ran_now=k.key in results or k.key in errors,
+                                  error=errors.get(k.key)))
+    return SweepResult(
+        sweep_id=sweep.sweep_id, spec_sha256=sweep.spec_sha256, store=redact(db), ray_address=address,
+        ray_version=ray_version, restarted=restarted, budget=sweep.spec.budget, campaigns=out,
+        done=sum(c.status == "done" for c in out), failed=sum(c.status != "done" for c in out),
+        iterations=sum(c.iterations for c in out), usable_iterations=sum(c.usable for c in out),
+        wall_s=round(time.monotonic() - t0, 3))
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop()
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _one_line(exc: BaseException) -> str:
+    from atb_agent.sweep._errors import CampaignFailed
+
+    cause = getattr(exc, "cause", None)
+    inner = cause if isinstance(cause, BaseException) else exc
+    text = " ".join(str(inner).split())
+    if isinstance(inner, CampaignFailed):
+        return text[:2000]
+    return f"{type(inner).__name__}: {text[:2000]}"
+
+
+__all__ = ["CampaignResult", "SweepResult", "normalise_db", "redact", "run_sweep"]

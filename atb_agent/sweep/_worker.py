@@ -1,0 +1,93 @@
+"""One attempt at one campaign, as a Ray task runs it: find the campaign, resume or start it, run it.
+
+Why the whole campaign is one task: every verdict's measuring children (reference, candidate, start
+candidate) are spawned by the process that runs the campaign, so they share its node and the one
+device Ray gave it (``num_gpus=1`` sets ``CUDA_VISIBLE_DEVICES`` to that device before anything starts).
+A ratio therefore never spans devices or nodes. If the worker dies, Ray runs this again (elsewhere,
+perhaps) and the campaign resumes from the store: stored iterations are kept, none is stored twice
+(the campaign machinery checks them against the tuner's sequence; the store's unique key refuses a
+second row).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from atb_agent.sweep._errors import CampaignFailed, SweepError
+from atb_agent.sweep._ledger import CONFIG_KEY, attempts, record_attempt, states
+from atb_agent.sweep._node import node_fingerprint
+from atb_agent.sweep._spec import CampaignKey
+
+
+def run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_url: str | None,
+                db: str) -> dict[str, Any]:
+    """Run (or resume) the campaign of ``key_data`` to its end and return what the store holds for it.
+
+    Raises:
+        CampaignFailed: the attempt raised (the message names the original type: a non-random tuner on
+            a PostgreSQL store, a CampaignError, HarnessError, IngestRejected...). Not retried by Ray:
+            an error is a result; only a dead worker is retried.
+    """
+    try:
+        return _run_attempt(key_data, budget=budget, backend=backend, base_url=base_url, db=db)
+    except CampaignFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - carried across the process boundary as one string
+        raise CampaignFailed(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+
+
+def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_url: str | None,
+                 db: str) -> dict[str, Any]:
+    from atb_agent.tuners import parse_spec
+    from harness.store._open import open_store, sqlite_path, store_kind
+    from protocol import load_protocol
+
+    key = CampaignKey.model_validate(key_data)
+    proto = load_protocol()
+    ref = proto.ref()
+    node = node_fingerprint()
+    kind = parse_spec(key.tuner).kind
+    store = open_store(db)
+    try:
+        state = states(store, [key])[key.key]
+        if state.outcome is not None:        # finished before (a duplicate submission): nothing to repeat
+            return {**state.model_dump(), "node_sha256": node.sha256, "ran": False}
+        record_attempt(store, key, campaign_id=state.campaign_id or (key.campaign_id if kind == "random" else None),
+                       node=node, pid=os.getpid(), attempt_of=len(attempts(store, key)) + 1, ref=ref)
+        if kind == "random":
+            from harness.search import random_search_task
+
+            random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,
+                               backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
+        else:
+            if store_kind(db) != "sqlite":
+                raise SweepError(f"tuner {key.tuner!r}: run_campaign opens a SQLite file only; run LLM and "
+                                 "entry-point tuners with a SQLite --db for now (random search writes to any store)")
+            resume = state.campaign_id
+            if resume is not None and kind == "replay":
+                _abort_for_restart(store, resume, proto)
+                resume = None
+            store.close()                      # run_campaign opens its own connection to the file
+            from atb_agent.campaign import run_campaign
+
+            path = sqlite_path(db)
+            run_campaign(key.task, key.tuner, budget, key.seed, path, base_url=base_url, resume=resume, backend=backend,
+                         config={CONFIG_KEY: key.key, "sweep_id": key.sweep_id})
+            store = open_store(db)
+        final = states(store, [key])[key.key]
+        return {**final.model_dump(), "node_sha256": node.sha256, "ran": True}
+    finally:
+        store.close()
+
+
+def _abort_for_restart(store: Any, campaign_id: str, proto: Any) -> None:
+    """A replay campaign cannot resume (its recording is served from call 0): close the broken one as
+    aborted, naming why, so the fresh one is the key's campaign and the partial one stays on record."""
+    from harness.campaigns import CampaignRecorder
+
+    rec = CampaignRecorder.resume(store, proto, campaign_id)
+    rec.finish("aborted", reason="sweep worker died mid-campaign; a replay campaign restarts from its first call")
+
+
+__all__ = ["run_attempt"]

@@ -1,0 +1,105 @@
+"""``ResultStore``: the one interface every results store implements (SQLite, PostgreSQL).
+
+Why a protocol and not a base class: the rules that make a result trustworthy live in each database's
+own schema (CHECKs and triggers), not in shared Python, so the two implementations share a contract,
+not code. Callers (the evaluation, campaigns, compare, reports, the sweep) type against this, and
+``tests/test_store_conformance.py`` holds both implementations to the same raw-SQL rules.
+
+SQL passed to :meth:`ResultStore.query` and to ``transaction().execute`` uses ``?`` placeholders and the
+SQL both dialects share (no JSON functions, no ``INSERT OR ...``); the PostgreSQL store translates the
+placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.records import DeviceCeilings, DeviceFingerprint, MeasurementSet, Verdict
+from protocol import Protocol as FrozenProtocol
+from protocol import ProtocolRef
+
+
+class Row(Protocol):
+    """A result row, readable by column position and by column name (``sqlite3.Row`` is one)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Executor(Protocol):
+    """What ``transaction()`` yields: a connection-like object that runs one statement at a time."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+
+@runtime_checkable
+class ResultStore(Protocol):
+    """A results store whose ingest and append-only rules are enforced by the database itself.
+
+    Every write is one transaction; a refused write raises ``IngestRejected(rule)`` and changes
+    nothing. ``path`` names the store in messages: the SQLite file, or the server URL without its
+    password.
+    """
+
+    @property
+    def path(self) -> Path | str: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "ResultStore": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ...) -> list[Any]: ...
+
+    def register_protocol(self, protocol: FrozenProtocol) -> ProtocolRef: ...
+
+    def add_device(self, fp: DeviceFingerprint, ref: ProtocolRef) -> str: ...
+
+    def device(self, sha256: str) -> DeviceFingerprint: ...
+
+    def open_session(self, fp: DeviceFingerprint, ref: ProtocolRef, note: str = "") -> str: ...
+
+    def session(self, session_id: str) -> Any: ...
+
+    def add_ceilings(self, session_id: str, ceilings: DeviceCeilings, ref: ProtocolRef) -> None: ...
+
+    def ceilings_for_device(self, device_sha256: str) -> DeviceCeilings | None: ...
+
+    def add_task(self, task_id: str, kind: str, source_sha256: str, metadata: dict[str, Any],
+                 ref: ProtocolRef) -> None: ...
+
+    def add_candidate(self, content: str, kind: str, ref: ProtocolRef) -> str: ...
+
+    def candidate_content(self, sha256: str) -> str: ...
+
+    def add_verdict(self, verdict: Verdict, candidate_set: MeasurementSet | None = None,
+                    baseline_set: MeasurementSet | None = None) -> str: ...
+
+    def verdict(self, verdict_id: str) -> Verdict: ...
+
+    def measurement_set_samples(self, set_id: str) -> dict[int, list[float]]: ...
+
+    def add_quarantine_review(self, verdict_id: str, cleared: bool, reason: str,
+                              extended_verdict_id: str | None, ref: ProtocolRef) -> None: ...
+
+    def effective_status(self, verdict_id: str) -> str: ...
+
+    def add_report(self, kind: str, subject: str, body: dict[str, Any], ref: ProtocolRef) -> str: ...
+
+    def reports(self, kind: str, subject: str | None = None) -> list[dict[str, Any]]: ...
+
+
+def rows_iter(rows: list[Any]) -> Iterator[dict[str, Any]]:
+    """Rows as plain dicts (for JSON output), whichever store produced them."""
+    for r in rows:
+        yield {k: r[k] for k in r.keys()}
+
+
+__all__ = ["Executor", "ResultStore", "Row", "rows_iter"]

@@ -1,0 +1,284 @@
+"""``verify()``: is this store exactly what AutoTuneBench wrote?
+
+Four checks, each naming the first bad object or row:
+
+1. the schema version (``PRAGMA user_version``) is the one this code writes;
+2. every table, index and trigger exists with the SQL of ``schema.sql`` (nothing dropped, altered or
+   added: a dropped trigger is tampering, never silently recreated);
+3. the hash chain: rows in ``chain_seq`` order are 1, 2, 3, ... with no gap, and each ``row_hash``
+   recomputes from the row's content and the previous row's hash (:mod:`harness.store._chain`);
+4. every rule: each row is replayed, in chain order, into a fresh in-memory database built from
+   ``schema.sql``, so a row that was slipped in while a trigger was dropped is refused again there,
+   even if the writer recomputed the whole chain; and each ``protocols`` row of a released version
+   carries the digest in ``protocol/_released.py``.
+
+What it cannot see: a writer with file access who appends rule-abiding rows and recomputes the chain,
+or who removes rows from the end (the chain is keyless). Recording ``head_hash`` elsewhere (a report,
+a commit) and comparing later closes the second gap.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.store._chain import CHAINED_TABLES, GENESIS, row_hash
+
+SCHEMA_VERSION = 2
+MAX_PROBLEMS = 200
+
+ProblemKind = Literal["schema_version", "schema_object", "chain", "row_hash", "rule", "released_protocol"]
+
+
+class StoreProblem(BaseModel):
+    """One thing wrong with a store: where (table, row key, chain position) and what."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: ProblemKind
+    table: str | None = None
+    key: str | None = None
+    chain_seq: int | None = None
+    detail: str
+
+    def line(self) -> str:
+        where = self.table or "store"
+        if self.key is not None:
+            where += f" {self.key}"
+        if self.chain_seq is not None:
+            where += f" (chain_seq {self.chain_seq})"
+        return f"{where}: {self.detail}"
+
+
+class StoreVerification(BaseModel):
+    """The outcome of :func:`verify_connection`; ``ok`` only when ``problems`` is empty."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str
+    ok: bool
+    schema_version: int
+    expected_schema_version: int = SCHEMA_VERSION
+    rows_checked: int = 0
+    head_seq: int = 0
+    head_hash: str = GENESIS
+    problems: list[StoreProblem] = Field(default_factory=list)
+
+    @property
+    def first_problem(self) -> str | None:
+        return self.problems[0].line() if self.problems else None
+
+
+# ------------------------------------------------------------------ expected schema
+def _split_statements(script: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf)
+            buf = ""
+    if buf.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()):
+        out.append(buf)
+    return out
+
+
+def schema_statements() -> list[str]:
+    from harness.store._sqlite import schema_sql
+
+    return _split_statements(schema_sql())
+
+
+def reference_database() -> sqlite3.Connection:
+    """A fresh in-memory database built from ``schema.sql`` (foreign keys on)."""
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    mem.execute("PRAGMA foreign_keys = ON")
+    for stmt in schema_statements():
+        mem.execute(stmt)
+    return mem
+
+
+def _objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
+    return {(str(r[0]), str(r[1])): (None if r[2] is None else str(r[2])) for r in conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+
+
+@lru_cache(maxsize=1)
+def expected_objects() -> dict[tuple[str, str], str | None]:
+    """Every table, index and trigger of ``schema.sql`` with its SQL as SQLite stores it."""
+    mem = reference_database()
+    try:
+        return _objects(mem)
+    finally:
+        mem.close()
+
+
+@lru_cache(maxsize=1)
+def primary_keys() -> dict[str, list[str]]:
+    mem = reference_database()
+    try:
+        return {t: [str(r[1]) for r in sorted(mem.execute(f"PRAGMA table_info({t})"), key=lambda r: r[5]) if r[5]]
+                for t in CHAINED_TABLES}
+    finally:
+        mem.close()
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def version_problem(version: int) -> StoreProblem | None:
+    if version == SCHEMA_VERSION:
+        return None
+    if version > SCHEMA_VERSION:
+        detail = (f"schema version {version} is newer than this code's {SCHEMA_VERSION}: use the AutoTuneBench "
+                  "that wrote it (the file was left untouched)")
+    elif version == 0:
+        detail = "the file holds tables but no schema version (user_version 0): it was not written by AutoTuneBench"
+    else:
+        detail = (f"schema version {version} predates the hash chain (version {SCHEMA_VERSION}) and cannot be "
+                  "verified: move the file aside and re-create the store (re-measure what you need)")
+    return StoreProblem(kind="schema_version", detail=detail)
+
+
+def schema_problems(conn: sqlite3.Connection) -> list[StoreProblem]:
+    """Tables, indexes and triggers missing, altered or added, compared with ``schema.sql``."""
+    want = expected_objects()
+    have = _objects(conn)
+    out: list[StoreProblem] = []
+    for (kind, name), sql in want.items():
+        if (kind, name) not in have:
+            out.append(StoreProblem(kind="schema_object", table=None, key=None,
+                                    detail=f"{kind} {name} is missing (dropped outside AutoTuneBench)"))
+        elif have[(kind, name)] != sql:
+            out.append(StoreProblem(kind="schema_object",
+                                    detail=f"{kind} {name} differs from its definition in schema.sql"))
+    for (kind, name) in have:
+        if (kind, name) not in want:
+            out.append(StoreProblem(kind="schema_object", detail=f"{kind} {name} is not part of schema.sql"))
+    return out
+
+
+# ------------------------------------------------------------------ rows
+def _key(table: str, row: dict[str, Any]) -> str:
+    cols = primary_keys().get(table) or []
+    if not cols:
+        return "?"
+    return "/".join(str(row.get(c)) for c in cols)
+
+
+def _rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    try:
+        cur = conn.execute(f"SELECT * FROM {table} ORDER BY chain_seq")
+    except sqlite3.Error:
+        return  # a dropped table or column is reported by schema_problems
+    names = [d[0] for d in cur.description]
+    for r in cur:
+        row = dict(zip(names, tuple(r)))
+        seq = row.get("chain_seq")
+        yield (seq if isinstance(seq, int) else -1), table, row
+
+
+def _rule_of(exc: sqlite3.Error) -> str:
+    from harness.store._sqlite import translate
+
+    err = translate(exc)
+    rule = getattr(err, "rule", None)
+    return f"breaks rule {rule}: {err}" if rule else f"cannot be stored again: {exc}"
+
+
+def chain_and_rule_problems(conn: sqlite3.Connection) -> tuple[list[StoreProblem], int, int, str]:
+    """Walk every row in chain order: links, contiguity, and a replay through every rule.
+
+    Returns (problems, rows checked, head seq, head hash).
+    """
+    from protocol._released import RELEASED
+
+    problems: list[StoreProblem] = []
+    mem = reference_database()
+    prev_seq, prev_hash, n = 0, GENESIS, 0
+    try:
+        streams = [_rows(conn, t) for t in CHAINED_TABLES]
+        for seq, table, row in heapq.merge(*streams, key=lambda x: x[0]):
+            n += 1
+            key = _key(table, row)
+            if len(problems) >= MAX_PROBLEMS:
+                break
+            if seq == prev_seq:
+                problems.append(StoreProblem(kind="chain", table=table, key=key, chain_seq=seq,
+                                             detail="a second row holds this chain position"))
+            elif seq != prev_seq + 1:
+                problems.append(StoreProblem(
+                    kind="chain", table=table, key=key, chain_seq=seq,
+                    detail=f"the chain jumps from {prev_seq} to {seq}: a row before this one was deleted"))
+            stored = row.get("row_hash")
+            if stored != row_hash(prev_hash, table, row):
+                problems.append(StoreProblem(
+                    kind="row_hash", table=table, key=key, chain_seq=seq,
+                    detail="row_hash does not match the row's content and the previous row's hash: this row "
+                           "(or the one before it) was changed after it was written"))
+            if table == "protocols" and row.get("version") in RELEASED and row.get("sha256") != RELEASED[row["version"]]:
+                problems.append(StoreProblem(
+                    kind="released_protocol", table=table, key=key, chain_seq=seq,
+                    detail=f"protocol {row['version']} is released with digest {RELEASED[row['version']][:12]}… "
+                           f"(protocol/_released.py), not {str(row.get('sha256'))[:12]}…"))
+            replay = dict(row)
+            replay["chain_seq"] = n  # gaps are reported above; replay checks the rules, not positions
+            cols = ", ".join(replay)
+            try:
+                mem.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(replay))})",
+                            list(replay.values()))
+            except sqlite3.Error as exc:
+                problems.append(StoreProblem(kind="rule", table=table, key=key, chain_seq=seq, detail=_rule_of(exc)))
+            prev_seq = seq
+            prev_hash = str(stored)
+    finally:
+        mem.close()
+    return problems, n, max(prev_seq, 0), prev_hash
+
+
+def verify_connection(conn: sqlite3.Connection, path: str) -> StoreVerification:
+    """Every check above on an open connection; writes nothing."""
+    version = user_version(conn)
+    problems: list[StoreProblem] = []
+    vp = version_problem(version)
+    if vp is not None:
+        return StoreVerification(path=path, ok=False, schema_version=version, problems=[vp])
+    problems += schema_problems(conn)
+    rows, n, seq, last = chain_and_rule_problems(conn)
+    problems += rows
+    return StoreVerification(path=path, ok=not problems, schema_version=version, rows_checked=n, head_seq=seq,
+                             head_hash=last, problems=problems[:MAX_PROBLEMS])
+
+
+def verify_path(path: Path | str) -> StoreVerification:
+    """Verify the SQLite file at ``path`` without opening it for writing (nothing is created or changed).
+
+    Raises:
+        StoreError: there is no file at ``path``, or it is not a SQLite database.
+    """
+    from harness.store._errors import StoreError
+
+    p = Path(path)
+    if not p.is_file():
+        raise StoreError(f"no results store at {p}: nothing to verify")
+    try:
+        conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, isolation_level=None)
+        try:
+            return verify_connection(conn, str(p))
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{p} cannot be read as a results store: {exc}") from exc
+
+
+__all__ = [
+    "SCHEMA_VERSION", "StoreProblem", "StoreVerification", "chain_and_rule_problems", "expected_objects",
+    "reference_database", "schema_problems", "schema_statements", "user_version", "verify_connection",
+    "verify_path", "version_problem",
+]

@@ -1,0 +1,18 @@
+"""Digests of every released protocol version, as constants in the code.
+
+Why constants as well as ``protocol.lock.json``: the lock is a data file beside ``protocol.yaml``, so
+one edit can change both (a number in the protocol and its digest in the lock) and the pair still
+agrees. A released version's digest is also written here, checked by ``load_protocol()`` (hence
+``atb protocol verify``), by the test suite and by ``atb store verify``. Releasing a version means
+adding its line here in the same commit that locks it; a draft version (not listed) loads but is
+reported as unreleased.
+"""
+
+from __future__ import annotations
+
+RELEASED: dict[str, str] = {
+    "1.0.0": "39499b15ff040e339d2e845034a40a6871a0fce385ca09db4e2d3aa7b6558756",
+    "1.1.0": "60ffe28141827b05fb0dedf318da2f31df3e6c694dcfd38c1eb0647812eb01bb",
+}
+
+__all__ = ["RELEASED"]

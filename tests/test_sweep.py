@@ -1,0 +1,268 @@
+"""``atb sweep`` on a real local Ray cluster: a grid completes, a stopped sweep resumes and repeats
+nothing, a killed Ray worker's campaign resumes with each iteration stored exactly once.
+
+One Ray cluster serves the module (start-up costs ~10 s): a helper process starts it with
+``ray.init`` and holds it until its stdin closes, so the cluster's processes are ours to stop. The
+sweeps themselves run as the real CLI (``atb sweep --ray ADDRESS``) in subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atb_agent.cli import main
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.slow
+
+_HOLDER = """
+import json, sys, ray
+ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
+               logging_level="ERROR", log_to_driver=False)
+print(json.dumps({"address": ctx.address_info["gcs_address"]}), flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, "the Ray holder process exited before the cluster came up"
+        yield str(json.loads(line)["address"])
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _spec(tmp: Path, text: str) -> Path:
+    p = tmp / "sweep.yaml"
+    p.write_text(text)
+    return p
+
+
+def _sweep(spec: Path, db: str, address: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "atb_agent.cli", "sweep", str(spec), "--ray", address, "--db", db,
+                             "--json", "--no-live"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
+    out, err = proc.communicate(timeout=timeout)
+    lines = [x for x in out.splitlines() if x.strip()]
+    assert len(lines) == 1, f"--json must print exactly one line, got {out!r}; stderr: {err[-3000:]}"
+    return proc.returncode, json.loads(lines[0]), err
+
+
+def _rows(db: Path | str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Read the store directly (SQLite read-only, or PostgreSQL), as an observer outside the sweep."""
+    if str(db).startswith("postgresql://"):
+        import psycopg
+
+        from harness.store._postgres import PgExecutor
+
+        with psycopg.connect(str(db), autocommit=True) as pg:
+            try:
+                return [tuple(r) for r in PgExecutor(pg).execute(sql, params).fetchall()]
+            except psycopg.errors.UndefinedTable:
+                return []
+    db = Path(db)
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return list(conn.execute(sql, params))
+    except sqlite3.OperationalError:           # the schema is still being created
+        return []
+    finally:
+        conn.close()
+
+
+def _wait_for(cond: Any, proc: subprocess.Popen[str], timeout: float = 300) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended (rc {proc.returncode}) before the awaited moment: "
+                                 f"{proc.stderr.read()[-3000:] if proc.stderr else ''}")
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+def _iterations_once(db: Path | str, campaign_id: str, budget: int) -> list[tuple[Any, ...]]:
+    rows = _rows(db, "SELECT idx, id, verdict_id, created_at FROM iterations WHERE campaign_id = ? ORDER BY idx",
+                 (campaign_id,))
+    assert [r[0] for r in rows] == list(range(budget)), f"iterations of {campaign_id}: {rows}"
+    return rows
+
+
+# ---------------------------------------------------------------------- spec errors: no Ray needed
+@pytest.mark.parametrize("text, fragment", [
+    ("tasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 0\n", "budget"),
+    ("tasks: [no_such_task]\ntuners: [random]\nseeds: [1]\nbudget: 2\n", "no_such_task"),
+    ("tasks: [relu]\ntuners: ['openai:']\nseeds: [1]\nbudget: 2\n", "tuners"),
+    ("tasks: ['kb/*.py']\ntuners: [random]\nseeds: [1]\nbudget: 2\n", "matches no file"),
+    ("tasks: [relu]\ntuners: [random]\nseeds: [1, 1]\nbudget: 2\n", "seeds"),
+    ("tasks: [relu\n", "not YAML"),
+    ("tasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\ngpus: 3\n", "gpus"),
+])
+def test_bad_spec_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, fragment: str) -> None:
+    spec = _spec(tmp_path, text)
+    assert main(["sweep", str(spec), "--db", str(tmp_path / "s.sqlite"), "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert fragment in out["error"]
+
+
+def test_random_search_over_a_file_without_knobs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "1_Square.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * x\n"
+        "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
+    spec = _spec(tmp_path, "tasks: ['kb/*.py']\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
+    assert main(["sweep", str(spec), "--db", str(tmp_path / "s.sqlite"), "--json"]) == 2
+    assert "knob space" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_unknown_store_scheme_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, "tasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
+    assert main(["sweep", str(spec), "--db", "mysql://x@y/z", "--json"]) == 2
+    assert "unknown store scheme" in json.loads(capsys.readouterr().out)["error"]
+
+
+# ---------------------------------------------------------------------- on Ray
+def test_four_campaign_sweep_on_postgres_stopped_and_restarted_completes_repeating_none(
+        ray_address: str, tmp_path: Path, pg_db: str) -> None:
+    """Issue 17's target: 4 campaigns over 2 native tasks on this CPU, under Ray, against PostgreSQL;
+    stopped after its first stored iteration and run again, it finishes without repeating anything."""
+    db = pg_db
+    spec = _spec(tmp_path, "tasks: [relu, scale_shift]\ntuners: [random]\nseeds: [1, 2]\nbudget: 2\n")
+    first = _sweep(spec, db, ray_address)
+    stored = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id FROM iterations"), first)
+    first.send_signal(signal.SIGTERM)                 # stop the driver after the first stored iteration
+    first.communicate(timeout=120)
+    assert first.returncode != 0, "a sweep stopped midway must not report success"
+    before = _rows(db, "SELECT campaign_id, idx, id, verdict_id FROM iterations")
+    outcomes_before = {r[0] for r in _rows(db, "SELECT campaign_id FROM campaign_outcomes")}
+    assert len(outcomes_before) < 4, "the sweep had finished before it was stopped; the test proves nothing"
+    assert stored
+
+    rc, out, err = _finish(_sweep(spec, db, ray_address))
+    assert rc == 0, err[-3000:]
+    assert out["restarted"] is True and out["done"] == 4 and out["failed"] == 0
+    assert len(out["campaigns"]) == 4 and {c["task_id"] for c in out["campaigns"]} == {"relu", "scale_shift"}
+    for c in out["campaigns"]:
+        assert c["outcome"] == "completed" and c["iterations"] == 2
+        _iterations_once(db, c["campaign_id"], 2)
+        if c["campaign_id"] in outcomes_before:
+            assert not c["ran_now"], f"{c['key']} had finished and was run again"
+    # what was stored before the stop is still there, unchanged (kept, not redone)
+    after = {(r[0], r[1]): (r[2], r[3]) for r in _rows(db, "SELECT campaign_id, idx, id, verdict_id FROM iterations")}
+    for cid, idx, rid, vid in before:
+        assert after[(cid, idx)] == (rid, vid)
+    assert len(_rows(db, "SELECT id FROM campaigns")) == 4, "a campaign was started twice"
+    assert "usable iterations" in err, "no progress table on stderr"
+    from harness.store._postgres import PostgresStore
+
+    with PostgresStore(db) as store:
+        verified = store.verify()
+    assert verified.ok, verified.first_problem
+    # every attempt recorded the node it ran on
+    for (body,) in _rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'"):
+        node = json.loads(body)["node"]
+        assert node["hostname"] and node["ray_node_id"] and node["cpu_count"] > 0
+    # a third run finds nothing to do and starts no Ray task
+    rc, again, _ = _finish(_sweep(spec, db, ray_address))
+    assert rc == 0 and not any(c["ran_now"] for c in again["campaigns"])
+    assert again["ray_address"].startswith("not started")
+
+
+def test_killed_ray_worker_campaign_resumes_storing_each_iteration_once(ray_address: str, tmp_path: Path) -> None:
+    db = tmp_path / "kill.sqlite"
+    budget = 2
+    spec = _spec(tmp_path, f"tasks: [relu]\ntuners: [random]\nseeds: [7]\nbudget: {budget}\nmax_retries: 2\n")
+    proc = _sweep(spec, str(db), ray_address)
+    first = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id, verdict_id, created_at FROM iterations"), proc)
+    (cid, idx0, rid0, vid0, at0), = first
+    attempt = json.loads(_rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'")[0][0])
+    assert attempt["campaign_id"] == cid
+    assert not _rows(db, "SELECT 1 FROM campaign_outcomes WHERE campaign_id = ?", (cid,)), "finished before the kill"
+    os.kill(attempt["pid"], signal.SIGKILL)          # the Ray worker running the campaign, mid-campaign
+    killed_at_iterations = len(_rows(db, "SELECT 1 FROM iterations WHERE campaign_id = ?", (cid,)))
+    assert killed_at_iterations < budget, "the campaign finished before the kill landed; the test proves nothing"
+
+    rc, out, err = _finish(proc)
+    assert rc == 0, err[-3000:]
+    (c,) = out["campaigns"]
+    assert c["campaign_id"] == cid and c["outcome"] == "completed" and c["attempts"] == 2
+    rows = _iterations_once(db, cid, budget)
+    assert rows[0][1:] == (rid0, vid0, at0), "iteration 0 was stored again after the resume"
+    pids = [json.loads(b)["pid"] for (b,) in _rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'")]
+    assert len(pids) == 2 and pids[0] == attempt["pid"] and pids[1] != pids[0]
+    assert len(_rows(db, "SELECT id FROM campaigns")) == 1
+
+
+# ---------------------------------------------------------------------- identity and progress: no Ray needed
+def test_a_sweep_is_identified_by_its_spec_and_an_edited_spec_cannot_reuse_its_id(tmp_path: Path) -> None:
+    from atb_agent.sweep import SweepError, load_spec
+    from atb_agent.sweep._ledger import register_sweep
+    from harness.store import SqliteStore
+    from protocol import load_protocol
+
+    ref = load_protocol().ref()
+    a = load_spec(_spec(tmp_path, "tasks: [relu, gelu]\ntuners: [random]\nseeds: [1, 2]\nbudget: 2\n"))
+    again = load_spec(tmp_path / "sweep.yaml")
+    assert a.sweep_id == again.sweep_id and len(a.campaigns) == 4
+    assert len({k.campaign_id for k in a.campaigns}) == 4            # one id per (sweep, task, tuner, seed)
+    other = load_spec(_spec(tmp_path, "tasks: [relu, gelu]\ntuners: [random]\nseeds: [1, 2]\nbudget: 3\n"))
+    assert other.sweep_id != a.sweep_id
+    named = load_spec(_spec(tmp_path, "id: mine\ntasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\n"))
+    edited = load_spec(_spec(tmp_path, "id: mine\ntasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 5\n"))
+    with SqliteStore(tmp_path / "s.sqlite") as store:
+        assert register_sweep(store, named, ref) is False
+        assert register_sweep(store, named, ref) is True              # the same spec again: a restart
+        with pytest.raises(SweepError, match="another spec"):
+            register_sweep(store, edited, ref)
+
+
+def test_progress_table_live_and_as_lines() -> None:
+    import io
+
+    from atb_agent.sweep import ProgressRow, ProgressTable
+
+    rows = [ProgressRow(label="random", campaigns=4, done=1, running=2, pending=1, iterations=5, usable=2)]
+    live = io.StringIO()
+    t = ProgressTable("sweep x", stream=live, live=True)
+    t.update(rows)
+    t.close()
+    assert "usable" in live.getvalue() and "random" in live.getvalue()
+    lines = io.StringIO()
+    t = ProgressTable("sweep x", stream=lines, live=False)
+    t.update(rows)
+    t.update(rows)                                                   # unchanged: no second line
+    t.update([rows[0].model_copy(update={"done": 2, "running": 1})])
+    t.close()
+    out = lines.getvalue().splitlines()
+    assert len(out) == 2 and "total 2/4 done, 1 running" in out[1] and "usable iterations 2/5" in out[1]
