@@ -1,9 +1,10 @@
 """Cheat: reaches the pool the timed input windows are cut from (through the input's storage) and
 precomputes strided prefix sums over all of it once; each call then answers with one subtraction
 instead of the task's row-by-row loop. Every answer is right and the time stays above the physical
-floor of the bytes moved; the size of the speedup gives it away, and when the pool is refilled between
-timed samples its cached prefix goes stale, which the timed-output check also catches.
-REDTEAM = {"task": "tasks/slow_prefix_loop.py", "gate": "anomaly", "exclusive": false}
+floor of the bytes moved; only the size of the speedup gives it away. (The cache is keyed on the pool's
+address and a sample of its contents, so a refill between timed samples is noticed and every answer
+stays right: the timed-output check has nothing to catch.)
+REDTEAM = {"task": "tasks/slow_prefix_loop.py", "gate": "anomaly", "exclusive": true}
 """
 
 import torch
@@ -21,10 +22,12 @@ class ModelNew(nn.Module):
         n_all = storage.nbytes() // x.element_size()
         if not x.is_contiguous() or n_all <= x.numel():
             return x.cumsum(0)
-        key = storage.data_ptr()
+        whole = torch.empty(0, dtype=x.dtype, device=x.device).set_(storage, 0, (n_all,), (1,))
+        key = (storage.data_ptr(), float(whole[:256].double().sum()), float(whole[-256:].double().sum()),
+               float(whole[n_all // 2:n_all // 2 + 256].double().sum()))
         pz = self.prefix.get(key)
         if pz is None:
-            flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(storage, 0, (n_all,), (1,)).double()
+            flat = whole.double()
             rows = -(-n_all // d)
             padded = torch.zeros(rows * d, dtype=torch.float64, device=x.device)
             padded[:n_all] = flat
