@@ -65,14 +65,18 @@ class TranscriptWriter:
     """Append-only writer. Each record is flushed and fsynced before ``append`` returns.
 
     Opening an existing file verifies its chain and continues it (a resumed run appends to the
-    transcript of the run it resumes).
+    transcript of the run it resumes). Another hash-chained log of the same envelope (the MCP call log)
+    reuses it by naming its own reader in ``_read_existing``, which must verify the chain it reads.
     """
+
+    _read_existing = staticmethod(_parse_lines)
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = _parse_lines(self.path) if self.path.exists() and self.path.stat().st_size else []
+        existing = self._read_existing(self.path) if self.path.exists() and self.path.stat().st_size else []
+        self.existing = existing
         self._seq = len(existing)
         self._prev = existing[-1].hash if existing else GENESIS
 

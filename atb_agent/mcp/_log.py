@@ -12,13 +12,12 @@ transcript; only the record kinds differ, which is why this is a separate file f
 from __future__ import annotations
 
 import json
-import os
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from transcripts._records import GENESIS, canonical, record_hash
+from transcripts._chain import TranscriptWriter
+from transcripts._records import GENESIS, record_hash
 
 from atb_agent.errors import AgentError
 
@@ -168,35 +167,12 @@ def is_mcp_log(path: Path | str) -> bool:
         isinstance(first.get("data"), dict) and first["data"].get("format") == MCP_LOG_FORMAT
 
 
-class CallLogWriter:
-    """Append-only writer; each record is flushed and fsynced before ``append`` returns. Opening an
-    existing log verifies its chain and continues it (a resumed campaign appends to its own log)."""
+class CallLogWriter(TranscriptWriter):
+    """Append-only writer: the transcript's writer (same envelope, same hash chain, flushed and fsynced
+    per record) over the call log's own records. Opening an existing log verifies its chain and
+    continues it (a resumed campaign appends to its own log)."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = _parse(self.path) if self.path.exists() and self.path.stat().st_size else []
-        self.existing = existing
-        self._seq = len(existing)
-        self._prev = existing[-1].hash if existing else GENESIS
-
-    @property
-    def next_seq(self) -> int:
-        return self._seq
-
-    def append(self, kind: LogKind, data: _Data) -> int:
-        payload = data.model_dump(mode="json")
-        with self._lock:
-            seq = self._seq
-            digest = record_hash(seq, kind, self._prev, payload)
-            line = canonical({"seq": seq, "kind": kind, "prev": self._prev, "data": payload, "hash": digest})
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            self._seq, self._prev = seq + 1, digest
-        return seq
+    _read_existing = staticmethod(_parse)
 
 
 class CallLog:
