@@ -284,6 +284,7 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {
         "kind": "atb_eval", "problem": problem.stem, "id": problem_id(problem), "level": level,
+        "code_rev": os.environ.get("ATB_CODE_REV", ""),
         "device": args.device, "started_utc": started, "wall_s": round(wall, 3), "exit_code": code,
         "timed_out": code is None, "timeout_s": round(timeout_s, 1),
         "input_bytes": size.get("input_bytes"), "output_bytes": size.get("output_bytes"),
@@ -305,6 +306,8 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
             "physical_gate": next((str(g.get("detail", ""))[:400] for g in result.get("gates", [])
                                    if g.get("name") == "physical_limit"), None),
             "verdict_id": result.get("verdict_id"),
+            "op_s": result.get("op_s", {}), "output_transport": result.get("output_transport", ""),
+            "confinement": result.get("confinement", {}),
         })
     else:
         why = "timed out" if code is None else f"exit {code}"
@@ -324,6 +327,7 @@ def anchor_one(problem: Path, level: int, args: argparse.Namespace, timeout_s: f
     started = now_utc()
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {"kind": "kb_anchor", "problem": problem.stem, "id": problem_id(problem), "level": level,
+                           "code_rev": os.environ.get("ATB_CODE_REV", ""),
                            "device": args.device, "started_utc": started, "process_wall_s": round(wall, 3),
                            "exit_code": code, "timed_out": code is None, "timeout_s": round(timeout_s, 1)}
     found = [ln for ln in out.splitlines() if ln.startswith(ANCHOR_MARK)]

@@ -31,6 +31,7 @@ Seeds come from :mod:`secrets` (unpredictable to a candidate) and are all record
 from __future__ import annotations
 
 import math
+import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,7 @@ class Collected:
     method: str = ""
     correct: bool = False
     phase_s: dict[str, float] = field(default_factory=dict)
+    op_s: dict[str, float] = field(default_factory=dict)   # where the phases' time went: "role.op" -> s
     memory_plan: dict[str, int] = field(default_factory=dict)
     transport: str = ""            # how candidate outputs reached the reference: "" (IPC or CPU file) or a fallback
 
@@ -127,6 +129,16 @@ class Collector:
         self.out = Collected(init_seed=draw_seed(),
                              correctness_seeds=[draw_seed() for _ in range(protocol.seeds.correctness_trials)])
         self._n = 0
+        self._transports: list[str] = []
+
+    def _ask(self, worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+        """:func:`_ask`, with the time this process waited added to ``op_s`` under ``role.op``."""
+        t0 = perf_counter_ns()
+        try:
+            return _ask(worker, cmd)
+        finally:
+            key = f"{worker.role}.{cmd.get('op')}"
+            self.out.op_s[key] = self.out.op_s.get(key, 0.0) + (perf_counter_ns() - t0) / 1e9
 
     def _path(self, tag: str) -> str:
         self._n += 1
@@ -152,6 +164,8 @@ class Collector:
         except ArmFailed as exc:
             self.out.failure = exc.failure
             self._integrity_after_failure()
+        if not self.out.transport and self._transports:
+            self.out.transport = " + ".join(self._transports)
         return self.out
 
     def _phase(self, name: str, fn: Any) -> None:
@@ -166,18 +180,18 @@ class Collector:
                 "init_seed": self.out.init_seed}
         ref = self.workers["baseline"]
         assert ref is not None
-        r = _ask(ref, {"op": "load", **base, "tolerances": self._tolerances()})
+        r = self._ask(ref, {"op": "load", **base, "tolerances": self._tolerances()})
         self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
         self.out.output_bytes = int(r.get("output_bytes", 0))
         self._plan_memory(r)
         cand = self.workers["candidate"]
         assert cand is not None
-        _ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
+        self._ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
                     "candidate_module": "atb_candidate_" + candidate_path.stem[-12:]})
         start = self.workers["start"]
         if start is not None and start_path is not None:
             try:
-                _ask(start, {"op": "load", **base, "candidate_path": str(start_path),
+                self._ask(start, {"op": "load", **base, "candidate_path": str(start_path),
                              "candidate_module": "atb_start_" + start_path.stem[-12:]})
             except ArmFailed as exc:
                 self._drop_start(exc.failure)
@@ -187,16 +201,17 @@ class Collector:
     def _plan_memory(self, r: dict[str, Any]) -> None:
         """CUDA: refuse, with a clear reason, a problem whose heaviest step cannot fit the device.
 
-        The heaviest step is one arm's input set and two outputs (its own and the candidate's kept
-        timed output) or, in a comparison, the reference's set and output beside the candidate's
-        shared output; the other arms hand their cached memory back between blocks. One GiB covers
-        the comparison's chunked temporaries and the fingerprints'."""
+        The heaviest step is a candidate call checked for input mutation: its input set, the set
+        rebuilt from its seed to compare against, its output and the output's shared copy, beside a
+        kept timed output; or, in a comparison, the reference's set and output beside the
+        candidate's shared output. The other arms hand their cached memory back between blocks. One
+        GiB covers the comparison's chunked temporaries."""
         free = int(r.get("device_free_bytes", 0))
         if self.backend != "cuda" or free <= 0:
             return
         in_b, out_b = self.out.input_bytes, self.out.output_bytes
         params = int(r.get("estimate_param_bytes", 0))
-        need = in_b + 3 * out_b + 2 * params + (1 << 30)
+        need = 2 * in_b + 3 * out_b + 2 * params + (1 << 30)
         self.out.memory_plan = {"device_free_bytes": free, "need_bytes": need, "input_bytes": in_b,
                                 "output_bytes": out_b, "param_bytes": params}
         if need > free:
@@ -226,14 +241,21 @@ class Collector:
             cmd["spec"] = spec
         else:
             cmd["distribution"] = dist
-        rr = _ask(ref, cmd)
+        self._note_transport(share)
+        if isinstance(share.get("vmm"), dict) and not self._relay_fd(share):
+            # the candidate named a device-memory fd but sent none: it shares a file instead
+            cand = self.workers["candidate"]
+            assert cand is not None
+            self.out.transport = "file (the candidate's output fd did not arrive)"
+            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+        rr = self._ask(ref, cmd)
         if rr["comparison"].get("transport_error"):
             # the reference could not map the CUDA IPC handle here: the candidate shares a file instead
             cand = self.workers["candidate"]
             assert cand is not None
             self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
-            cmd["candidate"] = _ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
-            rr = _ask(ref, cmd)
+            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+            rr = self._ask(ref, cmd)
         call = rr["call"]
         if phase == "correctness":
             self.out.reference_calls.append(_call_facts(call))
@@ -243,10 +265,40 @@ class Collector:
             reason=str(c.get("reason", "")), max_abs_err=c.get("max_abs_err"), rel_l2=c.get("rel_l2"),
             ref_equals_input=list(call.get("equals_input", []))))
 
+    def _note_transport(self, share: dict[str, Any]) -> None:
+        """Record how this output travels (the verdict says which transports an evaluation used)."""
+        if "vmm" in share:
+            kind = "vmm-fd"
+        elif "cuda" in share:
+            kind = "cuda-ipc" + (f" (vmm refused: {str(share['vmm_error'])[:160]})" if share.get("vmm_error") else "")
+        else:
+            kind = "file" + (f" ({str(share['ipc_error'])[:200]})" if share.get("ipc_error") else "")
+        if kind not in self._transports:
+            self._transports.append(kind)
+
+    def _relay_fd(self, share: dict[str, Any]) -> bool:
+        """Forward the candidate's output fd (VMM share) to the reference child; False if none came."""
+        cand, ref = self.workers["candidate"], self.workers["baseline"]
+        assert cand is not None and ref is not None
+        tag = str(share["vmm"].get("tag", ""))[:128]
+        fd = cand.receive_fd(tag)
+        if fd is None:
+            return False
+        try:
+            ref.send_fd(fd, tag)
+        except OSError as exc:
+            raise ArmFailed(WorkerFailure(role="reference", kind="protocol",
+                                          detail=f"the fd channel to the reference failed: {exc}")) from None
+        finally:
+            os.close(fd)
+        return True
+
     def _release(self, arm: str, tags: list[str] | None = None) -> None:
         w = self.workers[arm]
         if w is not None:
-            _ask(w, {"op": "release", **({"tags": tags} if tags is not None else {})})
+            self._ask(w, {"op": "release", **({"tags": tags} if tags is not None else {})})
+            if arm == "candidate" and tags is None:
+                w.drop_fds()
 
     def _correctness(self) -> None:
         cand = self.workers["candidate"]
@@ -254,11 +306,15 @@ class Collector:
         first = True
         for seed in self.out.correctness_seeds:
             for dist in self.distributions():
+                t0 = perf_counter_ns()
                 try:
                     cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": "call",
                                        "save_path": self._path("cand"), "record_ops": first})
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
+                finally:
+                    self.out.op_s["candidate.call"] = (self.out.op_s.get("candidate.call", 0.0)
+                                                       + (perf_counter_ns() - t0) / 1e9)
                 first = False
                 if not cr.get("ok", False) and "seed" not in cr:
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
@@ -297,7 +353,7 @@ class Collector:
             w = self.workers[arm]
             assert w is not None
             try:
-                replies[arm] = _ask(w, cmd)
+                replies[arm] = self._ask(w, cmd)
             except ArmFailed as exc:
                 if arm != "start":
                     raise
@@ -320,7 +376,7 @@ class Collector:
             w = self.workers[arm]
             assert w is not None
             try:
-                prep[arm] = _ask(w, {"op": "prepare", "seed": seed})
+                prep[arm] = self._ask(w, {"op": "prepare", "seed": seed})
             except ArmFailed as exc:
                 if arm != "start":
                     raise
@@ -347,7 +403,7 @@ class Collector:
                        "capture": capture if arm == "candidate" else [], "save_dir": str(self.workdir)}
                 t0 = perf_counter_ns()
                 try:
-                    rep = _ask(w, cmd)
+                    rep = self._ask(w, cmd)
                 except ArmFailed as exc:
                     if arm != "start":
                         raise
@@ -366,7 +422,7 @@ class Collector:
             w = self.workers[arm]
             assert w is not None
             try:
-                fin = _ask(w, {"op": "finish_seed"})
+                fin = self._ask(w, {"op": "finish_seed"})
             except ArmFailed as exc:
                 if arm != "start":
                     raise
@@ -400,7 +456,7 @@ class Collector:
         cand = self.workers["candidate"]
         assert cand is not None
         seed_a, seed_b = draw_seed(), draw_seed()
-        cr = _ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": self._path("cand-reuse")})
+        cr = self._ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": self._path("cand-reuse")})
         self._check(dict(cr["share"]), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
         self._release("candidate")
 
@@ -408,7 +464,7 @@ class Collector:
         w = self.workers[arm]
         if w is None or not w.alive():
             return IntegrityFacts(pid=w.pid if w is not None else 0)
-        r = _ask(w, {"op": "integrity"})
+        r = self._ask(w, {"op": "integrity"})
         return IntegrityFacts(checks=dict(r["checks"]), pid=int(r["pid"]),
                               candidate_modules_in_baseline=list(r["candidate_modules"]) if arm == "baseline" else [],
                               audit_events=list(r.get("audit_events", [])))

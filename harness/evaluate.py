@@ -62,6 +62,11 @@ class EvalResult(BaseModel):
     candidate_median_ns: float | None = None
     baseline_median_ns: float | None = None
     phase_s: dict[str, float] = Field(default_factory=dict)
+    op_s: dict[str, float] = Field(default_factory=dict, description=(
+        "where the phases' time went: seconds the harness waited on each 'role.op' command"))
+    output_transport: str = Field(default="", description=(
+        "how the candidate's outputs reached the comparing reference child: 'vmm-fd', 'cuda-ipc', "
+        "'file' or a fallback with its reason"))
     confinement: dict[str, str] = Field(
         default_factory=dict,
         description="per arm, how its measuring child was confined: 'bwrap:...' or 'unconfined:<why>'")
@@ -221,7 +226,7 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
         # and how many distinct input sets each arm's timed calls received (per paired seed)
         "memory_plan": col.memory_plan,
-        "output_transport": col.transport or ("cuda-ipc" if session.backend == "cuda" else "file"),
+        "output_transport": col.transport or ("file" if session.backend != "cuda" else "device"),
         "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
                                     "refill": tf.input_refill} for tf in col.timed_facts(arm)] for arm in col.timed},
     }
@@ -254,4 +259,5 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=verdict.id, reason=verdict.reason,
         usable_ci=usable, task_id=t.id, start_label=t.start_label, timing_method=col.method,
         candidate_median_ns=cand_med, baseline_median_ns=detail["baseline_median_ns"], phase_s=col.phase_s,
+        op_s={k: round(v, 4) for k, v in sorted(col.op_s.items())}, output_transport=detail["output_transport"],
         confinement=dict(detail["confinement"]), evidence=evidence)

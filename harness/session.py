@@ -49,7 +49,7 @@ class MeasurementContext:
 
     def __init__(self, store: SqliteStore, backend: Backend, protocol: Protocol, session_id: str,
                  fingerprint: DeviceFingerprint, ceilings: DeviceCeilings | None, workdir: Path,
-                 reference: Worker) -> None:
+                 reference: Worker, start: Worker | None = None, spare: Worker | None = None) -> None:
         self.store = store
         self.backend: Backend = backend
         self.protocol = protocol
@@ -59,8 +59,8 @@ class MeasurementContext:
         self.workdir = workdir
         self.config = worker_config(backend, protocol)
         self._reference: Worker | None = reference
-        self._start: Worker | None = None
-        self._spare: Worker | None = None
+        self._start: Worker | None = start
+        self._spare: Worker | None = spare
         self.closed = False
 
     @property
@@ -104,10 +104,9 @@ class MeasurementContext:
             self._spare = self._new("candidate")
 
     def close(self) -> None:
-        """Stop every worker and remove the session's scratch directory."""
-        for w in (self._reference, self._start, self._spare):
-            if w is not None:
-                w.close()
+        """Stop every worker (together: each may take a moment to release its device) and remove the
+        session's scratch directory."""
+        close_workers([w for w in (self._reference, self._start, self._spare) if w is not None])
         self._reference = self._start = self._spare = None
         if not self.closed:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -118,6 +117,22 @@ class MeasurementContext:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_workers(workers: list[Worker]) -> None:
+    """Close several workers at once: a CUDA child can take a second or two to exit, so they are
+    closed side by side rather than one after the other."""
+    if len(workers) <= 1:
+        for w in workers:
+            w.close()
+        return
+    import threading
+
+    threads = [threading.Thread(target=w.close, name=f"atb-close-{w.role}") for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def best_ceilings(store: SqliteStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:
@@ -157,6 +172,12 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     config = worker_config(backend, proto)
     reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
+    early: list[Worker] = []
+    if backend == "cuda":
+        # the device's ceilings are measured on the device, so the other arms' start-up (import torch,
+        # on the host's cores) can overlap it; on a CPU they would compete with the measurement
+        early = [Worker("start", config, workdir, proto.limits.candidate_timeout_s).start(),
+                 Worker("candidate", config, workdir, proto.limits.candidate_timeout_s).start()]
     try:
         import torch  # noqa: F401 - the parent compares outputs with torch: import it while the child starts
 
@@ -171,14 +192,15 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
         ceilings = best_ceilings(store, fp.sha256, ceilings_from_facts(cf))
         store.add_ceilings(session_id, ceilings, ref)
     except WorkerDied as exc:
-        reference.close()
+        close_workers([reference, *early])
         shutil.rmtree(workdir, ignore_errors=True)
         raise HarnessError(f"the {backend} reference worker failed to start: {exc.failure.detail}") from exc
     except BaseException:
-        reference.close()
+        close_workers([reference, *early])
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference)
+    ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference,
+                             *(early or [None, None]))
     ctx.prespawn_candidate_worker()
     ctx.start_worker()
     return ctx

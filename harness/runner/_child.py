@@ -30,11 +30,14 @@ if CONFIG.get("memory_bytes", 0) > 0:
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
 
 import importlib.util  # noqa: E402
+import secrets  # noqa: E402
+import socket  # noqa: E402
 
 import torch  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
-from harness.runner._inputs import TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec, make_inputs  # noqa: E402
+from harness.runner._inputs import (TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec,  # noqa: E402
+                                    make_inputs, sample_key, unchanged_marks)
 from harness.runner import _share  # noqa: E402
 from harness.timing import _cpu  # noqa: E402
 from harness.timing._clock import perf_counter_ns as _now  # noqa: E402
@@ -42,6 +45,9 @@ from harness.timing._clock import time_functions_intact  # noqa: E402
 from harness.runner._serve import serve  # noqa: E402
 
 BACKEND: str = CONFIG["backend"]
+# this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
+_FD_CHANNEL: socket.socket | None = (socket.socket(fileno=int(CONFIG["fd_channel"]))
+                                     if CONFIG.get("fd_channel") is not None else None)
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
 torch.set_num_threads(int(CONFIG["threads"]))
 _ALLOW_TF32 = bool(CONFIG["allow_tf32"]) and ROLE != "reference"
@@ -54,6 +60,9 @@ if BACKEND == "cuda":
 
     torch.cuda.init()
     _CUDA_TIMER = CudaTimer(torch, int(CONFIG["cuda"]["l2_flush_bytes"]))
+    _DEVICE_TOTAL = int(torch.cuda.mem_get_info()[1])
+else:
+    _DEVICE_TOTAL = 0
 _WATCHED = ("torch.nn.Module.__call__", "torch.manual_seed", "torch.set_num_threads", "torch.get_num_threads",
             "torch.set_num_interop_threads", "torch.save", "torch.load", "torch.no_grad")
 
@@ -87,7 +96,8 @@ def _harness_globals() -> dict[str, Any]:
     }
     import harness.runner._inputs as inputs_mod
 
-    for fn in ("make_inputs", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows"):
+    for fn in ("make_inputs", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows",
+               "unchanged_marks", "sample_key", "_same_bits"):
         found[f"harness.runner._inputs.{fn}.__code__"] = getattr(getattr(inputs_mod, fn, None), "__code__", None)
     for meth in ("take", "spec", "_layout", "_pool_for", "retire", "_per_pool"):
         found[f"TimedSets.{meth}.__code__"] = getattr(getattr(inputs_mod.TimedSets, meth, None), "__code__", None)
@@ -159,7 +169,8 @@ class _State:
     cur: list[list[Any]] = []              # the sets of the repetition being timed
     last_q: int = 0                        # the repetition index of the sets last taken
     static: list[list[Any]] = []           # CUDA-graph static input sets
-    fp_acc: list[Any] = []                 # CUDA events path: device checksums before/after each call
+    fp_acc: list[Any] = []                 # CUDA events path: (repetition, input written?) per timed call
+    fp_keys: list[Any] = []                # CUDA events path: each timed set's value key (sample_key)
     timed_calls: int = 0
     timed_keys: set[tuple[Any, ...]] = set()   # identities of the sets timed calls received
     set_bytes: int = 0
@@ -170,9 +181,11 @@ class _State:
     tolerances: dict[str, dict[str, float]] = {}
     large_bytes: int = 1 << 28             # protocol timing.cuda.free_cache_above_bytes
     graph_sets_max_bytes: int = 1 << 30    # protocol timing.cuda.graph_static_sets_max_bytes
+    device_total: int = 0                  # bytes of device memory (CUDA), read at start
 
 
 S = _State()
+S.device_total = _DEVICE_TOTAL
 
 
 def _sync() -> None:
@@ -221,8 +234,11 @@ def _forward(inputs: list[Any]) -> Any:
 
 def _free_device(nbytes: int) -> None:
     """Give cached device memory back after a heavy step, so the other arms' processes can use it
-    (every arm shares one GPU; each process's caching allocator would otherwise keep its peak)."""
-    if BACKEND == "cuda" and nbytes >= S.large_bytes:
+    (every arm shares one GPU; each process's caching allocator would otherwise keep its peak).
+    Only when this process holds more than a quarter of the device: three arms' caches then fit
+    beside each other, and a needless release costs a device synchronisation and a re-allocation
+    of gigabytes in the next block."""
+    if BACKEND == "cuda" and nbytes >= S.large_bytes and torch.cuda.memory_reserved() > S.device_total // 4:
         torch.cuda.empty_cache()
 
 
@@ -334,10 +350,16 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _run_call(inputs: list[Any], record_ops: bool) -> tuple[dict[str, Any], Any]:
-    """One untimed call with the facts every gate reads; (facts, output or None on failure)."""
+def _run_call(inputs: list[Any], record_ops: bool,
+              rebuild: Any = None) -> tuple[dict[str, Any], Any]:
+    """One untimed call with the facts every gate reads; (facts, output or None on failure).
+
+    Input mutation: on a CPU, SHA-256 of every input before and after; on a device, the inputs after
+    the call against a fresh rebuild from their seed (``rebuild``; None skips the check, as the
+    reference does on a device: no gate reads the reference's inputs)."""
     tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
-    before = fingerprints(torch, inputs)
+    on_device = BACKEND == "cuda"
+    before = fingerprints(torch, inputs) if not on_device else []
     facts: dict[str, Any] = {"threads_before": _os_threads()}
     recorder = _OpRecorder() if record_ops else None
     t0 = _now()
@@ -361,8 +383,10 @@ def _run_call(inputs: list[Any], record_ops: bool) -> tuple[dict[str, Any], Any]
     facts["equals_input"] = sorted({i for i, t in enumerate(tensors_in) for o in outs
                                     if o.shape == t.shape and o.dtype == t.dtype and o.device == t.device
                                     and torch.equal(o, t)})
-    facts["input_hashes_before"] = before
-    facts["input_hashes_after"] = fingerprints(torch, inputs)
+    if not on_device:
+        facts["input_hashes_before"], facts["input_hashes_after"] = before, fingerprints(torch, inputs)
+    elif rebuild is not None:
+        facts["input_hashes_before"], facts["input_hashes_after"] = unchanged_marks(torch, inputs, rebuild)
     facts["threads_after"] = _os_threads()
     facts["ops_called"] = sorted(recorder.names) if recorder is not None else []
     facts["tf32_enabled_after"] = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
@@ -373,7 +397,10 @@ def _run_call(inputs: list[Any], record_ops: bool) -> tuple[dict[str, Any], Any]
 def _share_out(tag: str, out: Any, path: str) -> dict[str, Any]:
     """Keep ``out`` for the reference child to read (one way) and return its descriptor."""
     tensors = _as_tensors(out)
-    desc, keep = _share.export_output(torch, tensors, path)
+    old = S.shared.pop(tag, None)
+    if old:
+        _share.release(torch, old)
+    desc, keep = _share.export_output(torch, tensors, path, _FD_CHANNEL, tag)
     S.shared[tag] = keep
     return desc
 
@@ -382,9 +409,11 @@ def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
     """An untimed call on (seed, distribution). The candidate and start roles share the output with
     the reference child (``share``: a tag); the reference role never writes or shares an output."""
     seed, dist = int(cmd["seed"]), str(cmd["distribution"])
-    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, float(CONFIG["large"]), DEVICE)
+    large = float(CONFIG["large"])
+    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
     in_bytes = _nbytes(inputs)
-    facts, out = _run_call(inputs, bool(cmd.get("record_ops")))
+    facts, out = _run_call(inputs, bool(cmd.get("record_ops")),
+                           lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE))
     facts.update({"seed": seed, "distribution": dist})
     del inputs
     if out is not None and ROLE != "reference":
@@ -428,17 +457,19 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
         cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
     else:
         try:
-            cand = _share.open_output(torch, dict(cmd["candidate"]))
+            cand = _share.open_output(torch, dict(cmd["candidate"]), _FD_CHANNEL)
         except Exception as exc:  # noqa: BLE001 - an unreadable output is a failed comparison
             cand = None
+            _share.close_opened()
             cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
                                               f"{str(exc)[:300]}",
-                   "transport_error": "cuda" in cmd["candidate"]}
+                   "transport_error": "cuda" in cmd["candidate"] or "vmm" in cmd["candidate"]}
         if cand is not None:
             check = compare_tensors(tuple(ref), cand, S.tolerances)
             cmp = {"passed": check.passed, "reason": check.reason, "max_abs_err": check.max_abs_err,
                    "rel_l2": check.rel_l2}
             del cand
+            _share.close_opened()
     out_bytes = _nbytes(ref)
     del ref
     if BACKEND == "cuda":
@@ -451,9 +482,10 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
 def _cmd_reshare(cmd: dict[str, Any]) -> dict[str, Any]:
     """Share a held output again as a file: the fallback when the reference child cannot map a CUDA
     IPC handle (e.g. separate PID namespaces under a confinement that forbids it)."""
-    tensors = S.shared.get(str(cmd["tag"]))
-    if tensors is None:
+    kept = S.shared.get(str(cmd["tag"]))
+    if kept is None:
         raise KeyError(f"no shared output is held under {cmd['tag']!r}")
+    tensors = _share.kept_tensors(torch, kept)
     path = str(cmd["path"])
     torch.save(tuple(t.detach().to("cpu", copy=True) for t in tensors), path)
     return {"share": {"path": path, "n": len(tensors), "fallback": "file"}}
@@ -464,7 +496,9 @@ def _cmd_release(cmd: dict[str, Any]) -> dict[str, Any]:
     tags = cmd.get("tags")
     held = 0
     for tag in list(S.shared) if tags is None else [str(t) for t in tags]:
-        held += _nbytes(S.shared.pop(tag, []))
+        kept = S.shared.pop(tag, [])
+        held += _nbytes(kept)
+        _share.release(torch, kept)
     if BACKEND == "cuda":
         torch.cuda.ipc_collect()
     _free_device(held)
@@ -472,17 +506,14 @@ def _cmd_release(cmd: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ timing
-def _track_in(sets: list[list[Any]]) -> None:
-    """CUDA events path: queue the fresh set's checksums (before the call; no synchronisation)."""
-    from harness.runner._inputs import device_checksum
-
-    S.fp_acc.append(("before", [device_checksum(torch, t) for t in sets[0] if isinstance(t, torch.Tensor)]))
-
-
-def _track_out(sets: list[list[Any]]) -> None:
-    from harness.runner._inputs import device_checksum
-
-    S.fp_acc.append(("after", [device_checksum(torch, t) for t in sets[0] if isinstance(t, torch.Tensor)]))
+def _track_out(sets: list[list[Any]], q: int) -> None:
+    """CUDA events path, after repetition ``q``'s call (outside the timed region): was its fresh set
+    written? The set against a rebuild from its spec, bitwise on the device (see ``unchanged_marks``)."""
+    assert S.sets is not None
+    spec = S.sets.spec(q, 0)
+    _, after = unchanged_marks(torch, sets[0], lambda: inputs_from_spec(
+        torch, S.task.get_inputs, spec, float(CONFIG["large"]), DEVICE))
+    S.fp_acc.append((q, any(a.endswith("-changed") for a in after)))
 
 
 def _note_sets(sets: list[list[Any]]) -> None:
@@ -504,7 +535,7 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
     """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
     sets (see :class:`harness.runner._inputs.TimedSets`)."""
     seed = int(cmd["seed"])
-    S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls = seed, None, [], [], 0
+    S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls, S.fp_keys = seed, None, [], [], 0, []
     S.timed_keys = set()
     large = float(CONFIG["large"])
     if BACKEND == "cuda":
@@ -556,7 +587,7 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
     if BACKEND == "cuda" and S.graphs is None and (S.sets is None or S.sets.mode != "fresh"):
         S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
         S.sets.q = 1 << 20   # past every set already handed out (the calibration's included)
-    S.fp_acc, S.timed_keys, S.timed_calls = [], set(), 0
+    S.fp_acc, S.timed_keys, S.timed_calls, S.fp_keys = [], set(), 0, []
     return {"captured": S.graphs is not None, "method": S.method}
 
 
@@ -580,14 +611,23 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
     rep_q: dict[int, int] = {}
     cpu0, thr0 = _clock.process_time_ns(), _clock.thread_time_ns()
 
+    def checked_after(force: bool) -> None:
+        """CUDA events path, candidate role: after a call, decide at random (about once a block, and
+        always if nothing was checked yet) whether to check that call's set for writes. The decision
+        is drawn after the call returned, so the call cannot know it; the reference and the start
+        arm run harness-known code, and no gate reads their timed inputs."""
+        if ROLE == "candidate" and S.cur and (force or secrets.randbelow(max(1, reps)) == 0):
+            _track_out(S.cur, S.last_q)
+
     def before(rep: int) -> None:
         if BACKEND == "cuda" and S.cur:
-            _track_out(S.cur)          # the previous set, after its call: did the model write it?
+            checked_after(False)           # the previous set, after its call: did the model write it?
+            S.cur = []                     # freed before the next set is drawn (two sets at most)
         S.cur = _next_sets()
         rep_q[rep] = S.last_q
         S.timed_calls += len(S.cur)
         if BACKEND == "cuda":
-            _track_in(S.cur)
+            S.fp_keys.append(sample_key(torch, S.cur[0]))   # queued, read once at the seed's end
         else:
             _note_sets(S.cur)
 
@@ -599,7 +639,7 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
         bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
     elif BACKEND == "cuda":
         bt = _CUDA_TIMER.time_block(lambda r: _forward(S.cur[0]), reps, capture, before,
-                                    lambda r: _track_out(S.cur))
+                                    lambda r: checked_after(not S.fp_acc))
     else:
         for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
             _forward(_next_sets()[0])   # a set of its own: a warm-up never previews a timed input
@@ -671,21 +711,19 @@ def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
         before = fingerprints(torch, [t for s in S.cur for t in s])
         after = fingerprints(torch, [t for s in S.static for t in s])
     else:                                                 # CUDA events: each call's fresh set
-        b = [torch.stack(xs) for tag, xs in S.fp_acc if tag == "before" and xs]
-        a = [torch.stack(xs) for tag, xs in S.fp_acc if tag == "after" and xs]
-        if len(a) == len(b) and a:
-            sb = torch.stack(b).flatten(1)
-            S.timed_keys = {tuple(row) for row in sb.cpu().tolist()}   # distinct values, by checksum
-            changed = (sb != torch.stack(a).flatten(1)).any(dim=1).cpu().tolist()
-            before = [f"set{i}" for i in range(len(changed))]
-            after = [f"set{i}" + ("-changed" if c else "") for i, c in enumerate(changed)]
-        else:
-            before, after = [], []
+        # one entry per timed call, in order: (repetition index, written?); a fresh set per
+        # repetition index, so distinct indices are distinct input values
+        changed = [c for _, c in S.fp_acc]
+        if S.fp_keys:
+            S.timed_keys = {tuple(row) for row in torch.stack(S.fp_keys).cpu().tolist()}   # distinct values
+        before = [f"set{i}" for i in range(len(changed))]
+        after = [f"set{i}" + ("-changed" if c else "") for i, c in enumerate(changed)]
     reply = {"input_hashes_before": before, "input_hashes_after": after, "threads_after": _os_threads(),
              "distinct_input_sets": len(S.timed_keys),
              "timed_calls": int(S.timed_calls), "input_refill": sets.mode if sets is not None else ""}
     held = _nbytes([t for s in S.static for t in s])
     S.sets, S.graphs, S.static, S.cur, S.fp_acc, S.timed_keys = None, None, [], [], [], set()
+    S.fp_keys = []
     _free_device(held + 2 * S.set_bytes)
     return reply
 

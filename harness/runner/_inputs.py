@@ -154,6 +154,64 @@ def fingerprints(torch: Any, inputs: list[Any]) -> list[str]:
     return [str(x) for x in out]
 
 
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _same_bits(torch: Any, a: Any, b: Any) -> bool:
+    """Bitwise equality of two tensors of one shape and dtype (NaN payloads included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == torch.bool or not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    bits = _BITS.get(a.element_size())
+    if bits is None:
+        return bool(torch.equal(a, b))
+    return bool(torch.equal(a.view(getattr(torch, bits)), b.view(getattr(torch, bits))))
+
+
+def sample_key(torch: Any, inputs: list[Any], n: int = 4096) -> Any:
+    """A device-side key of an input set's values from ``n`` evenly spaced elements per tensor (no
+    host synchronisation): two sets with different values almost surely get different keys. Used to
+    count the distinct input sets a timed loop presented (a task whose ``get_inputs`` ignores the seed
+    shows up as one set), not as a mutation check."""
+    parts = []
+    for t in inputs:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        flat = t.detach().reshape(-1)
+        idx = torch.linspace(0, flat.numel() - 1, min(n, flat.numel()), device=flat.device).long()
+        vals = flat[idx]
+        bits = _BITS.get(vals.element_size())
+        if vals.dtype == torch.bool:
+            vals = vals.to(torch.uint8)
+        elif bits is not None and (vals.is_floating_point() or vals.is_complex()):
+            vals = vals.view(getattr(torch, bits))
+        w = vals.to(torch.int64)
+        pos = torch.arange(1, w.numel() + 1, device=w.device, dtype=torch.int64)
+        parts.append(torch.stack([(w * pos).sum(), (w * (pos * _K2 + _KEY)).sum()]))
+    if not parts:
+        return torch.zeros(2, dtype=torch.int64)
+    return torch.stack(parts).sum(0)
+
+
+def unchanged_marks(torch: Any, inputs: list[Any], rebuild: Callable[[], list[Any]]) -> tuple[list[str], list[str]]:
+    """Input-mutation evidence for inputs the harness made from a seed: each input against a fresh
+    rebuild from that seed, compared bitwise where it lives; returns (before, after) marks, equal
+    where the input is unchanged. Exact, and far cheaper on a device than two checksums (one draw
+    and one compare instead of ~30 passes over int64 temporaries); peak memory is the inputs twice."""
+    again = rebuild()
+    before = [f"made:{i}" for i in range(len(inputs))]
+    after = []
+    for i, (x, y) in enumerate(zip(inputs, again)):
+        if isinstance(x, torch.Tensor):
+            same = isinstance(y, torch.Tensor) and _same_bits(torch, x, y)
+        else:
+            same = repr(x) == repr(y)
+        after.append(before[i] if same else f"made:{i}-changed")
+    del again
+    return before, after
+
+
 # ------------------------------------------------------------------------------------ timed sets
 def pool_of(torch: Any, get_inputs: Callable[[], list[Any]], seeds: list[int], device: str) -> list[Any]:
     """The pool behind windowed sets: per input, the exact draws of ``seeds`` concatenated flat

@@ -14,6 +14,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -126,6 +127,8 @@ class Worker:
         self._buf = b""
         self._ready: dict[str, Any] | None = None
         self.failed: WorkerFailure | None = None
+        self._fdsock: socket.socket | None = None     # the harness's end of the child's fd channel
+        self._fd_pending: dict[str, int] = {}         # fds the child sent that no check asked for yet
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> "Worker":
@@ -164,10 +167,14 @@ class Worker:
         r, w = os.pipe()
         out_r, out_w = os.pipe()
         self._reply_r = r
+        # the fd channel: device-memory fds of shared outputs (harness.runner._share) cross here
+        self._fdsock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {**self.config, "fd_channel": child_sock.fileno()}
         try:
             self.proc = subprocess.Popen(
-                plan.prefix + [sys.executable, "-m", module, self.role, str(w), json.dumps(self.config)],
-                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(w, *plan.pass_fds), env=env,
+                plan.prefix + [sys.executable, "-m", module, self.role, str(w), json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
+                pass_fds=(w, child_sock.fileno(), *plan.pass_fds), env=env,
                 cwd=str(self.scratch), start_new_session=True,
                 preexec_fn=functools.partial(_confine.die_with_parent, os.getpid()),
             )
@@ -177,6 +184,7 @@ class Worker:
         finally:
             os.close(w)
             os.close(out_w)
+            child_sock.close()
             plan.close()
         self.output = OutputTail(out_r)
         return self
@@ -216,6 +224,35 @@ class Worker:
             raise self._died("exit", f"the process ended before command {cmd.get('op')!r}") from None
         return self._read_reply(self.timeout_s if timeout_s is None else timeout_s, str(cmd.get("op")))
 
+    # ------------------------------------------------------------------ fd channel
+    def receive_fd(self, tag: str, timeout_s: float | None = None) -> int | None:
+        """The fd this child sent under ``tag`` (the caller closes it), or None if none came in time
+        (a candidate that never sends one only makes its own comparison fall back to a file)."""
+        from harness.runner._share import recv_tagged_fd
+
+        if self._fdsock is None:
+            return None
+        try:
+            return recv_tagged_fd(self._fdsock, tag, self.timeout_s if timeout_s is None else timeout_s,
+                                  self._fd_pending)
+        except (TimeoutError, OSError):
+            return None
+
+    def send_fd(self, fd: int, tag: str) -> None:
+        """Hand ``fd`` to this child under ``tag`` (the harness relays a candidate's output fd to the
+        reference child this way; nothing ever flows the other way)."""
+        if self._fdsock is None:
+            raise WorkerDied(WorkerFailure(role=self.role, kind="protocol", detail="the child has no fd channel"))
+        socket.send_fds(self._fdsock, [tag.encode()], [fd])
+
+    def drop_fds(self) -> None:
+        """Close every fd the child sent that was not relayed (after its outputs are released)."""
+        while self._fd_pending:
+            try:
+                os.close(self._fd_pending.pop(next(iter(self._fd_pending))))
+            except OSError:
+                pass
+
     def close(self) -> None:
         """Stop the child and release the pipes: a candidate worker is killed outright (with its
         process group, so nothing it started survives); others are asked to exit first."""
@@ -237,6 +274,10 @@ class Worker:
         if self._reply_r is not None:
             os.close(self._reply_r)
             self._reply_r = None
+        self.drop_fds()
+        if self._fdsock is not None:
+            self._fdsock.close()
+            self._fdsock = None
         if self.output is not None:
             self.output.join(2.0)
         if self.scratch is not None:

@@ -1,0 +1,96 @@
+"""The device-evidence helpers that a CPU can check (issue 13): exact input-mutation marks from a
+rebuild, value keys of timed sets, and the fd channel that carries a candidate's device-output fd to
+the reference child through the harness (tag matching, stray messages, timeouts).
+
+The CUDA VMM export/import itself needs a GPU; it is exercised by every CUDA evaluation (the verdict
+records ``output_transport``) and by the H200 sweep in benchmarks/results/kernelbench/.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+import torch
+
+from harness.runner._inputs import make_inputs, sample_key, unchanged_marks
+from harness.runner._share import recv_tagged_fd
+
+
+def _gi() -> list[object]:
+    return [torch.randn(64, 32), torch.randint(0, 3, (64,)), 7]
+
+
+def test_unchanged_marks_are_equal_for_untouched_inputs_and_differ_for_one_written_word() -> None:
+    def rebuild() -> list[object]:
+        return make_inputs(torch, _gi, 11, "task", 1e4, "cpu")
+
+    inputs = rebuild()
+    before, after = unchanged_marks(torch, inputs, rebuild)
+    assert before == after and len(before) == 3
+    inputs[0].view(-1)[1234 % inputs[0].numel()] += 1.0
+    before, after = unchanged_marks(torch, inputs, rebuild)
+    assert [i for i, (b, a) in enumerate(zip(before, after)) if b != a] == [0]
+
+
+def test_unchanged_marks_compare_bits_so_a_nan_input_left_alone_is_unchanged() -> None:
+    def rebuild() -> list[object]:
+        return [torch.tensor([float("nan"), 1.0, -0.0])]
+
+    inputs = rebuild()
+    assert unchanged_marks(torch, inputs, rebuild)[1] == ["made:0"]
+    inputs[0][2] = 0.0      # -0.0 -> +0.0: equal as numbers, a write as bits
+    assert unchanged_marks(torch, inputs, rebuild)[1] == ["made:0-changed"]
+
+
+def test_sample_keys_differ_between_seeds_and_agree_for_equal_values() -> None:
+    a = make_inputs(torch, _gi, 1, "task", 1e4, "cpu")
+    b = make_inputs(torch, _gi, 2, "task", 1e4, "cpu")
+    again = make_inputs(torch, _gi, 1, "task", 1e4, "cpu")
+    assert sample_key(torch, a).tolist() == sample_key(torch, again).tolist()
+    assert sample_key(torch, a).tolist() != sample_key(torch, b).tolist()
+
+
+def _pipe_fd() -> int:
+    r, w = os.pipe()
+    os.close(w)
+    return r
+
+
+def test_fd_channel_matches_tags_keeps_others_pending_and_drops_messages_without_one_fd() -> None:
+    harness_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        socket.send_fds(child_end, [b"timed-1"], [_pipe_fd()])
+        child_end.send(b"call")                                   # no fd: dropped
+        socket.send_fds(child_end, [b"call"], [_pipe_fd(), _pipe_fd()])   # two fds: dropped
+        socket.send_fds(child_end, [b"call"], [_pipe_fd()])
+        pending: dict[str, int] = {}
+        fd = recv_tagged_fd(harness_end, "call", 5.0, pending)
+        assert os.fstat(fd) and list(pending) == ["timed-1"]
+        os.close(fd)
+        fd2 = recv_tagged_fd(harness_end, "timed-1", 5.0, pending)   # served from pending, no read
+        assert not pending
+        os.close(fd2)
+        with pytest.raises(TimeoutError):
+            recv_tagged_fd(harness_end, "reuse", 0.2, pending)
+    finally:
+        harness_end.close()
+        child_end.close()
+
+
+def test_fd_channel_pending_is_bounded() -> None:
+    harness_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        for i in range(12):
+            socket.send_fds(child_end, [f"t{i}".encode()], [_pipe_fd()])
+        socket.send_fds(child_end, [b"wanted"], [_pipe_fd()])
+        pending: dict[str, int] = {}
+        fd = recv_tagged_fd(harness_end, "wanted", 5.0, pending, max_pending=4)
+        os.close(fd)
+        assert list(pending) == ["t8", "t9", "t10", "t11"]   # the oldest were closed
+        for f in pending.values():
+            os.close(f)
+    finally:
+        harness_end.close()
+        child_end.close()
