@@ -318,6 +318,7 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
                                    if g.get("name") == "physical_limit"), None),
             "verdict_id": result.get("verdict_id"),
             "op_s": result.get("op_s", {}), "output_transport": result.get("output_transport", ""),
+            "timeline_s": result.get("timeline_s", {}),
             "confinement": result.get("confinement", {}),
         })
     else:

@@ -48,7 +48,7 @@ def _nvidia_smi(fields: str) -> list[str]:
     return [x.strip() for x in out.strip().splitlines()[0].split(",")] if out.strip() else []
 
 
-def local_fingerprint_facts(torch: Any, backend: str, threads: int) -> dict[str, Any]:
+def local_fingerprint_facts(torch: Any, backend: str, threads: int, smi: bool = True) -> dict[str, Any]:
     """The fingerprint fields of this process's device (run inside a measuring child).
 
     Only stable facts: clocks are the maximum clocks, not the current ones, so two sessions on the
@@ -61,10 +61,20 @@ def local_fingerprint_facts(torch: Any, backend: str, threads: int) -> dict[str,
         props = torch.cuda.get_device_properties(0)
         facts["gpu_name"] = str(props.name)
         facts["cuda_version"] = str(torch.version.cuda)
-        smi = _nvidia_smi("driver_version,clocks.max.sm,clocks.max.mem")
-        facts["gpu_driver"] = smi[0] if smi else "unknown"
-        facts["clocks"] = {"max_sm_mhz": smi[1], "max_mem_mhz": smi[2]} if len(smi) >= 3 else {}
+        if smi:
+            facts.update(gpu_driver_facts())
     return facts
+
+
+def gpu_driver_facts() -> dict[str, Any]:
+    """The driver version and maximum clocks from ``nvidia-smi`` (a fingerprint's CUDA fields). The
+    harness runs it itself, beside the reference child's start-up, rather than inside the child."""
+    smi = _nvidia_smi(GPU_SMI_FIELDS)
+    return {"gpu_driver": smi[0] if smi else "unknown",
+            "clocks": {"max_sm_mhz": smi[1], "max_mem_mhz": smi[2]} if len(smi) >= 3 else {}}
+
+
+GPU_SMI_FIELDS = "driver_version,clocks.max.sm,clocks.max.mem"
 
 
 def measure_ceilings_here(torch: Any, backend: str, params: dict[str, int] | None = None) -> dict[str, Any]:

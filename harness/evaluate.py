@@ -29,6 +29,7 @@ from harness.tasks import Task, begin_cost, load_task
 from protocol import Protocol
 
 BASELINE_LABEL = "eager-reference"
+EAGER_START_LABEL = "start:eager-reference"
 
 
 class EvalResult(BaseModel):
@@ -62,6 +63,8 @@ class EvalResult(BaseModel):
     candidate_median_ns: float | None = None
     baseline_median_ns: float | None = None
     phase_s: dict[str, float] = Field(default_factory=dict)
+    timeline_s: dict[str, float] = Field(default_factory=dict, description=(
+        "the caller's stages, seconds since its process started (atb eval: session open, measured, closed)"))
     op_s: dict[str, float] = Field(default_factory=dict, description=(
         "where the phases' time went: seconds the harness waited on each 'role.op' command"))
     output_transport: str = Field(default="", description=(
@@ -136,8 +139,14 @@ def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id:
 
 # ---------------------------------------------------------------------------------------- evaluate
 def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store: SqliteStore,
-                       session: MeasurementContext, protocol: Protocol | None = None) -> EvalResult:
+                       session: MeasurementContext, protocol: Protocol | None = None,
+                       prespawn_next: bool = True) -> EvalResult:
     """Measure one candidate against the task's eager reference and starting candidate.
+
+    ``prespawn_next`` starts the next evaluation's candidate worker afterwards (a campaign's next
+    iteration then finds torch imported); a one-off evaluation passes False. A task whose start is
+    the eager reference itself (``start:eager-reference``, a KernelBench file) is timed in two arms:
+    its speedup over the start is its speedup over eager.
 
     Raises:
         TaskError: the task name or file is unknown or malformed.
@@ -172,16 +181,23 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     cand_worker = session.take_candidate_worker()
     ref_worker = session.reference_worker()
     ref_pid = ref_worker.pid
+    # a start that is the eager reference itself (a KernelBench file's) is what the baseline arm
+    # measures already: a third arm would time the same code again
+    start_is_eager = t.start_label == EAGER_START_LABEL
     try:
-        collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker, session.start_worker())
-        col = collector.run(cand_path, start_path)
+        collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker,
+                              None if start_is_eager else session.start_worker())
+        col = collector.run(cand_path, None if start_is_eager else start_path)
     finally:
         cand_worker.close()
-        session.prespawn_candidate_worker()
+        if prespawn_next:
+            session.prespawn_candidate_worker()
 
     speed = _estimate(col, "baseline", "candidate", proto) if col.failure is None else None
     vs_start = _estimate(col, "start", "candidate", proto) if col.failure is None else None
     start_over_eager = _estimate(col, "start", "baseline", proto) if col.failure is None else None
+    if start_is_eager:
+        vs_start, start_over_eager = speed, None
     cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
     base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
     cand_med = median(cand_times) if cand_times else None

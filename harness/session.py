@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.device import available, ceilings_from_facts, fingerprint_from_facts
+from harness.device import available, ceilings_from_facts, fingerprint_from_facts, gpu_driver_facts
 from harness.errors import DeviceUnavailableError, HarnessError
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
 from harness.runner import Role, Worker, WorkerDied
@@ -153,12 +153,14 @@ def best_ceilings(store: SqliteStore, device_sha256: str, measured: DeviceCeilin
 
 
 def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Protocol | None = None,
-                             note: str = "") -> MeasurementContext:
+                             note: str = "", start_arm: bool = True) -> MeasurementContext:
     """Start the reference worker, fingerprint the device, open a store session, get ceilings.
 
     Ceilings are measured in the reference worker (best repetition, sizes from
     ``protocol.timing.ceilings``), raised to the best stored for this device fingerprint, and stored
-    for the session (:func:`best_ceilings`).
+    for the session (:func:`best_ceilings`). On CUDA the candidate worker (and the start worker,
+    unless ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the
+    reference, so their ``import torch`` overlaps the fingerprint and the ceilings.
 
     Raises:
         DeviceUnavailableError: ``backend`` cannot run here (no CUDA device; MLX is ``atb retest``'s).
@@ -173,17 +175,28 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
     config = worker_config(backend, proto)
     reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
     early: list[Worker] = []
+    driver: dict[str, Any] = {}
+    smi_thread = None
     if backend == "cuda":
+        import threading
+
+        smi_thread = threading.Thread(target=lambda: driver.update(gpu_driver_facts()), name="atb-nvidia-smi",
+                                      daemon=True)
+        smi_thread.start()
         # the device's ceilings are measured on the device, so the other arms' start-up (import torch,
         # on the host's cores) can overlap it; on a CPU they would compete with the measurement
-        early = [Worker("start", config, workdir, proto.limits.candidate_timeout_s).start(),
-                 Worker("candidate", config, workdir, proto.limits.candidate_timeout_s).start()]
+        early = [Worker("candidate", config, workdir, proto.limits.candidate_timeout_s).start()]
+        if start_arm:
+            early.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
     try:
         import torch  # noqa: F401 - the parent compares outputs with torch: import it while the child starts
 
-        facts = reference.request({"op": "fingerprint"})
+        facts = reference.request({"op": "fingerprint", "smi": smi_thread is None})
         if not facts.get("ok"):
             raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
+        if smi_thread is not None:
+            smi_thread.join(30.0)
+            facts.update(driver or {"gpu_driver": "unknown", "clocks": {}})
         fp = fingerprint_from_facts(facts)
         session_id = store.open_session(fp, ref, note=note)
         cf = reference.request({"op": "ceilings"})
@@ -199,8 +212,10 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
         close_workers([reference, *early])
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    by_role = {w.role: w for w in early}
     ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference,
-                             *(early or [None, None]))
+                             by_role.get("start"), by_role.get("candidate"))
     ctx.prespawn_candidate_worker()
-    ctx.start_worker()
+    if start_arm:
+        ctx.start_worker()
     return ctx

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+import time as _time
+from typing import TYPE_CHECKING, cast
 
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
+
+if TYPE_CHECKING:
+    from harness.store import SqliteStore
+
+
+_T0 = _time.monotonic()
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -44,27 +52,51 @@ def _read_candidate(path: str) -> str:
         raise BadInput(f"cannot read the candidate {path} as UTF-8 text: {exc}") from exc
 
 
+def _since_process_start() -> float:
+    """Seconds since this process started (interpreter start-up and imports included), from /proc;
+    the monotonic clock since import where /proc is missing."""
+    import os
+    import time
+
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19]) / ticks
+        with open("/proc/uptime", encoding="ascii") as f:
+            return float(f.read().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _T0
+
+
 def run_eval(args: argparse.Namespace) -> int:
     if args.device == "mlx":
         raise BadInput("kernel evaluation on MLX is served by `atb retest --device mlx`; "
                        "`atb eval` measures on cpu or cuda")
-    from harness.evaluate import evaluate_candidate
+    from harness.evaluate import EAGER_START_LABEL, evaluate_candidate
     from harness.session import open_measurement_session
     from harness.store import open_store
     from harness.tasks import load_task
     from protocol import load_protocol
 
+    timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
     proto = load_protocol()
-    store = open_store(args.db)
+    # open_store returns a SqliteStore or its PostgresStore subclass; the session and evaluate_candidate
+    # are still annotated with SqliteStore (TODO(lead): type them against ResultStore, then drop the cast).
+    store = cast("SqliteStore", open_store(args.db))
     try:
         progress(f"atb eval: opening a {args.device} measurement session")
-        with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}") as ctx:
+        with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
+                                      start_arm=task.start_label != EAGER_START_LABEL) as ctx:
+            timeline["session_open"] = _since_process_start()
             progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
-            result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto)
+            result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto, prespawn_next=False)
+            timeline["measured"] = _since_process_start()
     finally:
         store.close()
+    timeline["closed"] = _since_process_start()
+    result = result.model_copy(update={"timeline_s": {k: round(v, 3) for k, v in timeline.items()}})
     ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"
     sp = f"{result.speedup:.3f}x" if result.speedup is not None else "n/a"
     vs = f"{result.speedup_vs_start:.3f}x" if result.speedup_vs_start is not None else "n/a"

@@ -246,23 +246,6 @@ def _nbytes(items: list[Any]) -> int:
     return int(sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor)))
 
 
-def _meta_estimate(task: Any, cls: Any, init: list[Any]) -> dict[str, int]:
-    """Input and output bytes from the meta device (nothing allocated), or {} if the task's code
-    cannot run there; used to plan memory before a 7 GB input is drawn."""
-    try:
-        with torch.device("meta"):
-            torch.manual_seed(0)
-            ins = list(task.get_inputs())
-            model = cls(*init)
-            with torch.no_grad():
-                out = model(*ins)
-        return {"input_bytes": _nbytes(ins), "output_bytes": _nbytes(_tensors(out)),
-                "param_bytes": int(sum(p.numel() * p.element_size() for p in model.parameters()))
-                if isinstance(model, torch.nn.Module) else 0}
-    except Exception:  # noqa: BLE001 - an estimate only; the real draw decides
-        return {}
-
-
 def _device_memory() -> dict[str, int]:
     if BACKEND != "cuda":
         return {}
@@ -315,29 +298,29 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(int(cmd["init_seed"]))
     init = list(task.get_init_inputs())
     reply: dict[str, Any] = {}
-    if ROLE == "reference" and BACKEND == "cuda":
-        est = _meta_estimate(task, task.Model, init)
-        reply.update({f"estimate_{k}": v for k, v in est.items()})
-        reply.update(_device_memory())
-        need = est.get("input_bytes", 0) + est.get("output_bytes", 0) + est.get("param_bytes", 0)
-        if need and need > 0.9 * reply["device_free_bytes"]:
-            return {**reply, "ok": False, "failure_kind": "memory",
-                    "error": (f"unfit: the reference alone needs about {need / 2**30:.1f} GiB on the device "
-                              f"(inputs, outputs, parameters) and {reply['device_free_bytes'] / 2**30:.1f} GiB "
-                              "are free")}
     torch.manual_seed(int(cmd["init_seed"]))
     model = cls(*init)
     if isinstance(model, torch.nn.Module):
         model = model.to(DEVICE)
+        if ROLE == "reference":
+            reply["estimate_param_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
     S.task, S.model, S.timing_seed, S.sets, S.graphs = task, model, None, None, None
-    inputs = make_inputs(torch, task.get_inputs, int(cmd["init_seed"]), TASK_DISTRIBUTION,
-                         float(CONFIG["large"]), DEVICE)
-    in_bytes = _nbytes(inputs)
-    floating = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    reply.update({"input_bytes": in_bytes,
-                  "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
-    out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
-    _sync()
+    try:
+        inputs = make_inputs(torch, task.get_inputs, int(cmd["init_seed"]), TASK_DISTRIBUTION,
+                             float(CONFIG["large"]), DEVICE)
+        in_bytes = _nbytes(inputs)
+        floating = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        reply.update({"input_bytes": in_bytes,
+                      "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
+        out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
+        _sync()
+    except Exception as exc:  # noqa: BLE001 - an allocation the device cannot hold is a verdict, not a crash
+        if ROLE != "reference" or BACKEND != "cuda" or _kind_of(exc) != "memory":
+            raise
+        free, total = torch.cuda.mem_get_info()
+        return {**reply, "ok": False, "failure_kind": "memory",
+                "error": (f"unfit: the reference's own inputs and output do not fit on the device "
+                          f"({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {str(exc)[:300]}")}
     out_bytes = _nbytes(_tensors(out))
     if ROLE == "reference":
         reply["output_bytes"] = out_bytes
@@ -747,7 +730,7 @@ def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
 def _cmd_fingerprint(cmd: dict[str, Any]) -> dict[str, Any]:
     from harness.device import local_fingerprint_facts
 
-    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]))
+    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=bool(cmd.get("smi", True)))
 
 
 def _cmd_ceilings(cmd: dict[str, Any]) -> dict[str, Any]:

@@ -179,7 +179,9 @@ def sample_key(torch: Any, inputs: list[Any], n: int = 4096) -> Any:
         if not isinstance(t, torch.Tensor) or t.numel() == 0:
             continue
         flat = t.detach().reshape(-1)
-        idx = torch.linspace(0, flat.numel() - 1, min(n, flat.numel()), device=flat.device).long()
+        m = min(n, flat.numel())
+        # integer positions: a float linspace rounds past the end of a tensor of 2**30 elements
+        idx = torch.arange(m, device=flat.device, dtype=torch.int64) * (flat.numel() // m)
         vals = flat[idx]
         bits = _BITS.get(vals.element_size())
         if vals.dtype == torch.bool:
