@@ -166,6 +166,11 @@ def roofline_fraction(task_bytes: float | None, task_flops: float | None, ceilin
     return None if floor is None else floor / time_ns
 
 
+def cuda_driver_present() -> bool:
+    """A cheap first check (no torch, no child): the NVIDIA driver's control node exists."""
+    return os.path.exists("/dev/nvidiactl") or any(os.path.exists(f"/dev/nvidia{i}") for i in range(8))
+
+
 def available(backend: Backend) -> tuple[bool, str]:
     """Whether ``backend`` can run here, with a reason when it cannot (no torch import in the parent
     for CPU; CUDA is probed in a short child so the harness process never initialises it)."""

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.device import available, ceilings_from_facts, fingerprint_from_facts, gpu_driver_facts
+from harness.device import (available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts,
+                            gpu_driver_facts)
 from harness.errors import DeviceUnavailableError, HarnessError
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
 from harness.runner import Role, Worker, WorkerDied
@@ -167,9 +168,14 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
         HarnessError: the reference worker could not start or fingerprint the device.
     """
     proto = protocol or load_protocol()
-    ok, why = available(backend)
-    if not ok:
-        raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+    if backend == "cuda" and not cuda_driver_present():
+        raise DeviceUnavailableError("backend 'cuda' is not available: no NVIDIA driver device node (/dev/nvidiactl)")
+    if backend != "cuda":
+        ok, why = available(backend)
+        if not ok:
+            raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+    # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
+    # it gives the clear reason then, and costs nothing on the way to a measurement
     ref = store.register_protocol(proto)
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     config = worker_config(backend, proto)
@@ -207,6 +213,10 @@ def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Pro
     except WorkerDied as exc:
         close_workers([reference, *early])
         shutil.rmtree(workdir, ignore_errors=True)
+        if backend == "cuda":
+            ok, why = available(backend)
+            if not ok:
+                raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}") from exc
         raise HarnessError(f"the {backend} reference worker failed to start: {exc.failure.detail}") from exc
     except BaseException:
         close_workers([reference, *early])

@@ -75,11 +75,12 @@ def run_eval(args: argparse.Namespace) -> int:
     from harness.evaluate import EAGER_START_LABEL, evaluate_candidate
     from harness.session import open_measurement_session
     from harness.store import open_store
-    from harness.tasks import load_task
+    from harness.tasks import begin_cost, load_task
     from protocol import load_protocol
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)
+    begin_cost(task)   # the FLOP count runs in its own process while the session opens
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
     proto = load_protocol()
     # open_store returns a SqliteStore or its PostgresStore subclass; the session and evaluate_candidate

@@ -219,6 +219,7 @@ class PendingCost:
             self._proc.communicate()
             self._counted = CountedCost(method=f"bytes_only:counting timed out after {timeout_s:g} s")
             return self._counted
+        _IN_FLIGHT.pop(self.task.source_sha256, None)
         line = out.strip().splitlines()[-1] if out.strip() else ""
         try:
             self._counted = CountedCost.model_validate(json.loads(line)["cost"])
@@ -247,18 +248,28 @@ def needs_count(task: Task) -> bool:
     return task.meta.flops is None and task.kind != "native"
 
 
+_IN_FLIGHT: dict[str, PendingCost] = {}
+
+
 def begin_cost(task: Task) -> PendingCost:
-    """Start counting ``task`` in a child process (if it needs counting and is not cached)."""
+    """Start counting ``task`` in a child process (if it needs counting and is not cached). A count
+    already running for the same task is shared, so a caller that knows its task early (``atb eval``
+    before it opens a measurement session) can start it and the evaluation picks it up."""
     if not needs_count(task):
         return PendingCost(task, None, None)
     cached = _CACHE.get(task.source_sha256)
     if cached is not None:
         return PendingCost(task, None, cached)
+    running = _IN_FLIGHT.get(task.source_sha256)
+    if running is not None:
+        return running
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.Popen([sys.executable, "-m", "harness.tasks._cost", str(task.path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=str(Path(__file__).resolve().parents[2]),
                             preexec_fn=_child_setup)  # noqa: PLW1509
-    return PendingCost(task, proc, None)
+    pending = PendingCost(task, proc, None)
+    _IN_FLIGHT[task.source_sha256] = pending
+    return pending
 
 
 def _child_setup() -> None:
