@@ -594,17 +594,25 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
     rep_q: dict[int, int] = {}
     cpu0, thr0 = _clock.process_time_ns(), _clock.thread_time_ns()
 
-    def checked_after(force: bool) -> None:
-        """CUDA events path, candidate role: after a call, decide at random (about once a block, and
-        always if nothing was checked yet) whether to check that call's set for writes. The decision
-        is drawn after the call returned, so the call cannot know it; the reference and the start
-        arm run harness-known code, and no gate reads their timed inputs."""
-        if ROLE == "candidate" and S.cur and (force or secrets.randbelow(max(1, reps)) == 0):
+    chk = {"calls": 0, "done": False}
+
+    def checked_after() -> None:
+        """CUDA events path: after each call, decide at random whether to check that call's set for
+        writes, so that exactly one call of every block is checked, at a uniformly random position
+        (probability 1/calls left). The decision is drawn after the call returned, so the call cannot
+        know it. Every arm checks alike: the timer-tampering gate compares the candidate's
+        harness-side time per block with the baseline's, so the work must be the same in both."""
+        if not S.cur:
+            return
+        left = max(1, reps - chk["calls"])
+        chk["calls"] += 1
+        if not chk["done"] and secrets.randbelow(left) == 0:
+            chk["done"] = True
             _track_out(S.cur, S.last_q)
 
     def before(rep: int) -> None:
         if BACKEND == "cuda" and S.cur:
-            checked_after(False)           # the previous set, after its call: did the model write it?
+            checked_after()                # the previous set, after its call: did the model write it?
             S.cur = []                     # freed before the next set is drawn (two sets at most)
         S.cur = _next_sets()
         rep_q[rep] = S.last_q
@@ -622,7 +630,7 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
         bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
     elif BACKEND == "cuda":
         bt = _CUDA_TIMER.time_block(lambda r: _forward(S.cur[0]), reps, capture, before,
-                                    lambda r: checked_after(not S.fp_acc))
+                                    lambda r: checked_after())
     else:
         for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
             _forward(_next_sets()[0])   # a set of its own: a warm-up never previews a timed input
