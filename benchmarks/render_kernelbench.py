@@ -92,6 +92,16 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
     if walls:
         out.append(f"- wall time of one whole `atb eval` (s): median **{statistics.median(walls):.1f}**, "
                    f"p90 {pct(walls, 90):.1f}, max {max(walls):.1f} (n={len(walls)})")
+    revs: dict[str, list[dict[str, Any]]] = {}
+    for r in evals:
+        revs.setdefault(str(r.get("code_rev") or "?"), []).append(r)
+    if len(revs) > 1 or "?" not in revs:
+        parts = []
+        for rev, rs in revs.items():
+            w = [float(r["wall_s"]) for r in rs if r.get("verdict") in SETTLED and r.get("wall_s") is not None]
+            parts.append(f"`{rev}`: {len(rs)} problems, {sum(1 for r in rs if is_clean(r))} clean"
+                         + (f", median wall {statistics.median(w):.1f} s" if w else ""))
+        out.append("- by code revision (each row records the commit it ran): " + "; ".join(parts))
     phases: dict[str, list[float]] = {}
     for r in evals:
         for k, v in (r.get("phase_s") or {}).items():
@@ -135,19 +145,20 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
     exceptions = [r for r in evals if not is_clean(r)]
     out += [f"Exceptions (not accepted, or a CI excluding 1.0): {len(exceptions)}", ""]
     if exceptions:
-        out += ["| problem | verdict | speedup | CI | wall s | in+out MiB | reason |",
-                "|---|---|---:|---|---:|---:|---|"]
+        out += ["| problem | code | verdict | speedup | CI | wall s | in+out MiB | reason |",
+                "|---|---|---|---:|---|---:|---:|---|"]
         for r in exceptions:
             reason = str(r.get("reason") or "").replace("|", "/").replace("\n", " ")
-            out.append(f"| {r['problem']} | {r.get('verdict')} | {_f(r.get('speedup'))} | {_ci(r.get('ci'))} | "
-                       f"{_f(r.get('wall_s'), 1)} | {_io_mib(r)} | {reason[:220]} |")
+            out.append(f"| {r['problem']} | {r.get('code_rev') or '?'} | {r.get('verdict')} | {_f(r.get('speedup'))} | "
+                       f"{_ci(r.get('ci'))} | {_f(r.get('wall_s'), 1)} | {_io_mib(r)} | {reason[:220]} |")
         out.append("")
     out += ["<details><summary>Every problem</summary>", "",
-            "| problem | verdict | speedup | CI | wall s | in+out MiB | floor FLOPs | timing |",
-            "|---|---|---:|---|---:|---:|---:|---|"]
+            "| problem | code | verdict | speedup | CI | wall s | in+out MiB | floor FLOPs | timing |",
+            "|---|---|---|---:|---|---:|---:|---:|---|"]
     for r in evals:
         fl = r.get("flops")
-        out.append(f"| {r['problem']} | {r.get('verdict')} | {_f(r.get('speedup'))} | {_ci(r.get('ci'))} | "
+        out.append(f"| {r['problem']} | {r.get('code_rev') or '?'} | {r.get('verdict')} | {_f(r.get('speedup'))} | "
+                   f"{_ci(r.get('ci'))} | "
                    f"{_f(r.get('wall_s'), 1)} | {_mib((r.get('input_bytes') or 0) + (r.get('output_bytes') or 0))} | "
                    f"{'–' if not fl else f'{fl:.3g}'} | {r.get('timing_method') or '–'} |")
     out += ["", "</details>", ""]
