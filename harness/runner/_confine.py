@@ -18,11 +18,13 @@ returned (issue 14). A measuring child therefore runs inside ``bwrap`` (bubblewr
   dies with the harness (``PR_SET_PDEATHSIG``), ``SIGKILL`` of the harness included.
 
 On CUDA the IPC namespace is left shared and the session's children share one /dev/shm directory,
-meant for CUDA IPC between the arms of one evaluation. Checked on the H200 (2026-12-03): that is not
-enough. Inside bwrap, ``UntypedStorage._share_cuda_`` (cudaIpcGetMemHandle) fails in the exporting
-process with cudaErrorInvalidValue, in every variant tried (each of ``CUDA_RELAXATIONS`` alone and
-combined, and both arms in one shared or nested PID namespace); unconfined it works. Not yet tried:
-the host's real /dev/shm, a shared network namespace, no mount namespace, kept capabilities.
+meant for legacy CUDA IPC between the arms of one evaluation. Checked on the H200: that is not enough.
+Inside bwrap, ``UntypedStorage._share_cuda_`` (cudaIpcGetMemHandle) fails in the exporting process with
+cudaErrorInvalidValue, in every variant tried (each of ``CUDA_RELAXATIONS`` alone and combined, and both
+arms in one shared or nested PID namespace); unconfined it works. What works confined: a CUDA VMM
+allocation exported as a file descriptor and passed over each child's fd channel through the harness
+(:mod:`harness.runner._vmm`, :mod:`harness.runner._share`); every H200 A/A run of the KernelBench sweep
+on 2026-12-03 from revision ``e535436`` on recorded ``output_transport: vmm-fd`` with confined children.
 
 Where ``bwrap`` is missing or refused by the kernel, the child runs unconfined, and
 :attr:`ConfinePlan.descriptor` says so (``unconfined:<reason>``); the verdict records that string.
