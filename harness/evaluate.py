@@ -23,7 +23,7 @@ from harness.errors import CandidateError, IncomparableError
 from harness.evidence import Evidence
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus, sha256_text
 from harness.session import MeasurementContext
-from harness.stats import RatioEstimate, median, median_ratio_ci, paired_ratios
+from harness.stats import RatioEstimate, median, rounds_ratio
 from harness.store import SqliteStore
 from harness.tasks import Task, begin_cost, load_task
 from protocol import Protocol
@@ -112,29 +112,22 @@ def decide(gates: list[GateResult], evidence: Evidence, protocol: Protocol) -> t
 
 
 # ---------------------------------------------------------------------------------------- numbers
-def _round_ratios(col: Collected, num_arm: str, den_arm: str) -> list[float]:
-    """num/den per (seed, round): medians of each arm's block in that round, paired by position."""
-    out: list[float] = []
-    by_seed = {t.facts.seed: t for t in col.timed[den_arm]}
-    for nt in col.timed[num_arm]:
-        dt = by_seed.get(nt.facts.seed)
-        if dt is None:
-            continue
-        for nb, db in zip(nt.rounds, dt.rounds):
-            out.extend(paired_ratios([median(nb)], [median(db)]))
-    return out
+def _arm_rounds(col: Collected, arm: str) -> dict[int, list[list[float]]]:
+    """One arm's timed samples per seed, one block per interleaved round, in measuring order."""
+    return {t.facts.seed: t.rounds for t in col.timed[arm]}
 
 
 def _estimate(col: Collected, num: str, den: str, protocol: Protocol) -> RatioEstimate | None:
-    ratios = _round_ratios(col, num, den)
-    return median_ratio_ci(ratios, protocol) if ratios else None
+    """num/den time ratio: :func:`harness.stats.rounds_ratio` over the (seed, round) block medians."""
+    return rounds_ratio(_arm_rounds(col, num), _arm_rounds(col, den), protocol, "median_of_ratios")
 
 
 def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id: str, subject: str) -> MeasurementSet:
+    """One arm's stored samples, with the round boundaries the verdict's ratio was formed over."""
     name = "candidate" if arm == "candidate" else "baseline"
     return MeasurementSet(session_id=ctx.session_id, device_sha256=ctx.device_sha256, protocol=ctx.protocol.ref(),
                           task_id=task_id, subject_sha256=subject, arm=name,  # type: ignore[arg-type]
-                          samples=[MeasurementSample(seed=t.seed, values=t.times_ns) for t in col.timed_facts(arm)])
+                          samples=[MeasurementSample.from_rounds(t.facts.seed, t.rounds) for t in col.timed[arm]])
 
 
 # ---------------------------------------------------------------------------------------- evaluate

@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol import Protocol, ProtocolRef
 
@@ -96,10 +96,43 @@ class GateResult(_Record):
 
 
 class MeasurementSample(_Record):
-    """Raw timing (or throughput) samples of one arm at one paired seed."""
+    """Raw timing (or throughput) samples of one arm at one paired seed.
+
+    ``round_lengths`` are the round boundaries: ``values`` is the concatenation of one block per
+    interleaved round, and the k-th block holds ``round_lengths[k]`` values. The verdict's ratio is
+    formed per (seed, round), so a stored verdict recomputes only with them
+    (:func:`harness.stats.measurement_set_ratio`). None for a sample stored before they were recorded:
+    its values then read as one block.
+    """
 
     seed: int
     values: list[float] = Field(min_length=1)
+    round_lengths: list[int] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _rounds_cover_values(self) -> "MeasurementSample":
+        if self.round_lengths is not None and (
+                any(n < 1 for n in self.round_lengths) or sum(self.round_lengths) != len(self.values)):
+            raise ValueError(f"round_lengths {self.round_lengths} do not split the {len(self.values)} values "
+                             "into non-empty consecutive blocks")
+        return self
+
+    @classmethod
+    def from_rounds(cls, seed: int, rounds: list[list[float]]) -> "MeasurementSample":
+        """The sample of one arm at ``seed`` from its per-round blocks, keeping the boundaries."""
+        return cls(seed=seed, values=[x for block in rounds for x in block],
+                   round_lengths=[len(block) for block in rounds])
+
+    def blocks(self) -> list[list[float]]:
+        """``values`` split at the round boundaries (one block when none were stored)."""
+        if self.round_lengths is None:
+            return [list(self.values)]
+        out: list[list[float]] = []
+        start = 0
+        for n in self.round_lengths:
+            out.append(list(self.values[start:start + n]))
+            start += n
+        return out
 
 
 class MeasurementSet(_Record):

@@ -187,14 +187,25 @@ def resolve_task_file(store: SqliteStore, task_id: str, task_path: str | Path | 
 # ---------------------------------------------------------------------------------------- statistics
 def paired_ratio(baseline: dict[int, list[float]], candidate: dict[int, list[float]],
                  protocol: Protocol) -> tuple[float, float, float]:
-    """Speedup and its bootstrap interval from the harness's statistics: the median of the paired
-    ratios (baseline / candidate, each pair timed back to back at one seed) over all seeds."""
-    from harness.stats import median_ratio_ci, paired_ratios
+    """Speedup and its bootstrap interval from :func:`harness.stats.rounds_ratio`: the median of the
+    paired ratios (baseline / candidate) over all seeds, in ascending seed order.
 
-    ratios: list[float] = []
-    for seed in sorted(baseline):
-        ratios.extend(paired_ratios(baseline[seed], candidate[seed]))
-    res = median_ratio_ci(ratios, protocol)
+    The MLX leg interleaves the arms sample by sample (A B, B A, ...), so each sample is its own
+    round: a block of one, whose median is the sample itself.
+
+    Raises:
+        ValueError: the arms differ in sample count at a seed, or a time is not positive.
+    """
+    from harness.stats import rounds_ratio
+
+    for seed in baseline:
+        if len(baseline[seed]) != len(candidate[seed]):
+            raise ValueError(f"unpaired samples at seed {seed}: {len(baseline[seed])} baseline vs "
+                             f"{len(candidate[seed])} candidate")
+    res = rounds_ratio({s: [[x] for x in baseline[s]] for s in sorted(baseline)},
+                       {s: [[x] for x in candidate[s]] for s in candidate}, protocol, "median_of_ratios")
+    if res is None:
+        raise ValueError("no paired samples to form a ratio")
     return res.ratio, res.ci_low, res.ci_high
 
 

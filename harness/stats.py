@@ -1,14 +1,20 @@
 """Ratios and their confidence intervals: the only numbers a verdict reports.
 
-The verdict's speedup is the median of paired ratios (baseline time / candidate time, each pair
-measured back to back at the same input seed), with a percentile bootstrap confidence interval
-whose resample count, level and RNG seed come from ``protocol.statistics``, so a stored verdict
-recomputes exactly. Absolute times are stored but never compared across sessions or devices.
+One function forms every ratio: :func:`rounds_ratio`. Its input is two arms' samples per paired
+seed, split into the blocks of the interleaved rounds they were measured in; each (seed, round)
+gives one pair (the two arms' block medians, measured back to back), and the pairs are summarised
+with a percentile bootstrap whose resample count, level and RNG seed come from
+``protocol.statistics``, so a stored verdict recomputes exactly from its stored samples and round
+boundaries (:func:`measurement_set_ratio`, ``atb verify-verdict``). Kernels, engines, the held-out
+retest and the re-measurement all call it. Absolute times are stored but never compared across
+sessions or devices.
 """
 
 from __future__ import annotations
 
 import statistics as _st
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -85,23 +91,103 @@ def require_comparable(a_session: str, a_device: str, b_session: str, b_device: 
                                 "be compared; re-measure both in one session")
 
 
-def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, protocol: Protocol) -> RatioEstimate:
-    """Speedup of ``candidate`` over ``baseline`` from stored sets: per shared seed, the ratio of the
-    arms' median times; then the median over seeds with the bootstrap CI.
+Rounds = Sequence[Sequence[float]]
+"""One arm at one paired seed: its samples, one block per interleaved round, in measuring order."""
+
+Statistic = Literal["median_of_ratios", "ratio_of_means"]
+"""How the (seed, round) pairs are summarised.
+
+* ``median_of_ratios`` (kernels, times in ns): the median of the per-pair ratios ``num / den``; the
+  bootstrap resamples the per-pair ratios.
+* ``ratio_of_means`` (engines, requests per second): the mean of the ``num`` block medians over the
+  mean of the ``den`` block medians; the bootstrap resamples pairs and recomputes that quotient. An
+  engine measures one block (its repetitions) per seed, so its pairs are its seeds.
+"""
+
+
+def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol: Protocol,
+                 statistic: Statistic = "median_of_ratios") -> RatioEstimate | None:
+    """The ratio ``num / den`` of two arms with its seeded bootstrap interval: the one estimator.
+
+    A pair is one round at one seed both arms measured: the median of ``num``'s block over the median
+    of ``den``'s block of that round. Pairs are formed in ``num``'s seed order (the measuring order),
+    round by round; a seed ``den`` lacks, or a round past the shorter arm's last, forms no pair. The
+    order matters: the bootstrap's seeded draws index the pairs, so a recompute must keep it.
+
+    Returns None when no pair can be formed.
 
     Raises:
-        IncomparableError: the sets come from different sessions, devices, protocols or tasks, or
-            share no seed (a ratio across any of these is refused, as the store refuses it).
+        ValueError: a block is empty or a block median is not positive.
+    """
+    nums: list[float] = []
+    dens: list[float] = []
+    for seed, n_rounds in num.items():
+        d_rounds = den.get(seed)
+        if d_rounds is None:
+            continue
+        for nb, db in zip(n_rounds, d_rounds):
+            nums.append(median(list(nb)))
+            dens.append(median(list(db)))
+    if not nums:
+        return None
+    if statistic == "median_of_ratios":
+        return median_ratio_ci(paired_ratios(nums, dens), protocol)
+    return _ratio_of_means_ci(nums, dens, protocol)
+
+
+def _ratio_of_means_ci(num: list[float], den: list[float], protocol: Protocol) -> RatioEstimate:
+    """mean(num) / mean(den) with a paired percentile bootstrap (pairs resampled together); the
+    interval is widened to contain the point estimate, as :func:`median_ratio_ci`'s is.
+
+    Raises:
+        ValueError: a value is not positive.
+    """
+    n = np.asarray(num, dtype=float)
+    d = np.asarray(den, dtype=float)
+    if (n <= 0).any() or (d <= 0).any():
+        raise ValueError("a measured value is not positive")
+    ratio = float(n.mean() / d.mean())
+    p = protocol.statistics
+    rng = np.random.default_rng(p.bootstrap_seed)
+    idx = rng.integers(0, n.size, size=(p.bootstrap_resamples, n.size))
+    boot = n[idx].mean(axis=1) / d[idx].mean(axis=1)
+    alpha = (1.0 - p.confidence_level) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
+    return RatioEstimate(ratio=ratio, ci_low=float(min(low, ratio)), ci_high=float(max(high, ratio)),
+                         n_pairs=int(n.size))
+
+
+def set_rounds(ms: MeasurementSet) -> dict[int, list[list[float]]]:
+    """A stored set's samples per seed, split at its stored round boundaries, in measuring order.
+
+    A sample stored without boundaries (before they were recorded) is one block.
+    """
+    return {s.seed: s.blocks() for s in ms.samples}
+
+
+def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, protocol: Protocol) -> RatioEstimate:
+    """The verdict's ratio recomputed from its two stored sets with :func:`rounds_ratio`.
+
+    Times (``ns``): baseline over candidate, median of the (seed, round) ratios of block medians.
+    Throughputs (``requests_per_s``): candidate over baseline, ratio of the means of the seeds'
+    repetition medians. Pairs follow the numerator set's sample order (the measuring order).
+
+    Raises:
+        IncomparableError: the sets come from different sessions, devices, protocols, tasks or units,
+            or share no seed (a ratio across any of these is refused, as the store refuses it).
     """
     require_comparable(candidate.session_id, candidate.device_sha256, baseline.session_id, baseline.device_sha256)
     if candidate.protocol != baseline.protocol:
         raise IncomparableError("the two measurement sets were made under different protocols")
     if candidate.task_id != baseline.task_id:
         raise IncomparableError(f"the sets measure different tasks ({candidate.task_id} vs {baseline.task_id})")
-    cand = {s.seed: s.values for s in candidate.samples}
-    base = {s.seed: s.values for s in baseline.samples}
-    shared = sorted(set(cand) & set(base))
-    if not shared:
+    if candidate.unit != baseline.unit:
+        raise IncomparableError(f"the sets measure different units ({candidate.unit} vs {baseline.unit})")
+    cand, base = set_rounds(candidate), set_rounds(baseline)
+    if candidate.unit == "requests_per_s":
+        est = rounds_ratio(cand, base, protocol, "ratio_of_means")
+    else:
+        est = rounds_ratio(base, cand, protocol, "median_of_ratios")
+    if est is None:
         raise IncomparableError("the two measurement sets share no paired seed")
-    ratios = paired_ratios([median(base[s]) for s in shared], [median(cand[s]) for s in shared])
-    return median_ratio_ci(ratios, protocol)
+    return est

@@ -433,6 +433,31 @@ def test_malformed_samples_are_refused(store_backend: Backend, session: str, sam
         "protocol_sha256": REF.sha256}))
 
 
+@pytest.mark.parametrize("lengths", ["[2, 3]", "[4, 0]", "[1.5, 2.5]", '["4"]', "[-1, 5]", "[]", "{}"])
+def test_malformed_round_lengths_are_refused(store_backend: Backend, session: str, lengths: str) -> None:
+    """Issue 18: round boundaries split a seed's samples into non-empty consecutive blocks."""
+    b = store_backend
+    dev = _dev(b, session)
+    with b.store.transaction() as c:
+        b.store._insert(c, "measurement_sets", {
+            "id": "ms-r", "session_id": session, "device_sha256": dev, "task_id": "relu", "subject_sha256": CAND,
+            "arm": "candidate", "kind": "kernel", "unit": "ns", "created_at": utc_now(),
+            "protocol_version": REF.version, "protocol_sha256": REF.sha256})
+    row = {"set_id": "ms-r", "seed": 1, "samples_json": "[1.0, 2.0, 3.0, 4.0]", "protocol_version": REF.version,
+           "protocol_sha256": REF.sha256}
+    if lengths == "{}":   # not an array: the column's CHECK (the rule looks only into arrays)
+        with pytest.raises(b.error, match="round_lengths_json"):
+            b.chained("measurements", {**row, "round_lengths_json": lengths})
+    else:
+        b.refused("malformed_round_lengths", lambda: b.chained("measurements", {**row, "round_lengths_json": lengths}))
+    b.chained("measurements", {**row, "round_lengths_json": "[1, 3]"})
+    b.chained("measurements", {**row, "seed": 2})   # a row without boundaries (stored before schema 3)
+    ms = b.store.measurement_set("ms-r")
+    assert [(s.seed, s.round_lengths, s.blocks()) for s in ms.samples] == [
+        (1, [1, 3], [[1.0], [2.0, 3.0, 4.0]]), (2, None, [[1.0, 2.0, 3.0, 4.0]])]
+    assert b.store.verify().ok
+
+
 def test_measurement_set_reused_or_under_another_candidate_is_refused(store_backend: Backend, session: str) -> None:
     b = store_backend
     dev, c, s = _pair(b, session)

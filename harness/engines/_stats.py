@@ -1,19 +1,15 @@
-"""The paired bootstrap of a throughput ratio over workload seeds.
+"""The engine's paired throughput ratio, as a thin view of the one estimator.
 
-Resampling is over *seeds* (pairs), not over requests: the pair is the unit that both arms saw, so the
-interval reflects run-to-run spread of the comparison itself. The RNG is seeded from the protocol, so a
-stored verdict recomputes exactly.
+Kept for callers that hold one throughput per seed: :func:`paired_ratio_ci` is
+:func:`harness.stats.rounds_ratio` with statistic ``ratio_of_means`` and one one-value block per seed
+(the engine verdict itself calls ``rounds_ratio`` with each seed's repetitions as its block). Resampling
+is over *seeds* (pairs), not over requests: the pair is the unit that both arms saw.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
+from harness.stats import rounds_ratio
 from protocol import Protocol
-
-
-def ratio_of_means(candidate: np.ndarray, baseline: np.ndarray) -> float:
-    return float(candidate.mean() / baseline.mean())
 
 
 def paired_ratio_ci(candidate: list[float], baseline: list[float], protocol: Protocol) -> tuple[float, float, float]:
@@ -25,17 +21,11 @@ def paired_ratio_ci(candidate: list[float], baseline: list[float], protocol: Pro
     Raises:
         ValueError: the lists differ in length, are empty, or hold a non-positive throughput.
     """
-    c = np.asarray(candidate, dtype=float)
-    b = np.asarray(baseline, dtype=float)
-    if c.shape != b.shape or c.size == 0:
+    if len(candidate) != len(baseline) or not candidate:
         raise ValueError("paired_ratio_ci needs two equally long, non-empty lists (one value per seed)")
-    if (c <= 0).any() or (b <= 0).any():
+    if min(candidate) <= 0 or min(baseline) <= 0:
         raise ValueError("throughputs must be positive to form a ratio")
-    ratio = ratio_of_means(c, b)
-    stats = protocol.statistics
-    rng = np.random.default_rng(stats.bootstrap_seed)
-    idx = rng.integers(0, c.size, size=(stats.bootstrap_resamples, c.size))
-    boot = c[idx].mean(axis=1) / b[idx].mean(axis=1)
-    alpha = (1.0 - stats.confidence_level) / 2.0
-    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
-    return ratio, float(min(low, ratio)), float(max(high, ratio))
+    est = rounds_ratio({i: [[c]] for i, c in enumerate(candidate)}, {i: [[b]] for i, b in enumerate(baseline)},
+                       protocol, "ratio_of_means")
+    assert est is not None  # non-empty and paired index by index
+    return est.ratio, est.ci_low, est.ci_high

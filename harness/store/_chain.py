@@ -9,7 +9,8 @@ whole store's history in one digest that can be written down elsewhere. Writes a
 concurrency the store had.
 
 ``row_hash = sha256(prev_hash + "\\n" + table + "\\n" + canonical_json(row))`` where ``row`` is every
-column of the row except ``row_hash`` (``chain_seq`` included, so a row cannot move), and the first
+column of the row except ``row_hash`` (``chain_seq`` included, so a row cannot move; a NULL in a column
+added later, :data:`LATER_COLUMNS`, is left out so older rows keep their hashes), and the first
 row's ``prev_hash`` is 64 zeros. The canonical JSON (sorted keys, no spaces, UTF-8, floats as Python's
 shortest round-trip repr) is defined here and nowhere else: the SQLite and PostgreSQL stores both
 call :func:`row_hash`, and ``atb store verify`` recomputes it on read.
@@ -34,21 +35,27 @@ CHAINED_TABLES: tuple[str, ...] = (
     "campaigns", "iterations", "campaign_outcomes", "reports",
 )
 CHAIN_COLUMNS = ("chain_seq", "row_hash")
+# Columns added after the chain (schema 2) began, by table: one enters a row's hash only when it holds a
+# value, so a row written before the column existed keeps its hash, and a value written with a row (or
+# later removed) is covered like any other column.
+LATER_COLUMNS: dict[str, tuple[str, ...]] = {"measurements": ("round_lengths_json",)}
 
 
 class _Executor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
 
 
-def canonical_row(row: Mapping[str, Any]) -> str:
-    """The row's columns (``row_hash`` excluded) as canonical JSON.
+def canonical_row(row: Mapping[str, Any], table: str | None = None) -> str:
+    """The row's columns (``row_hash`` excluded, and a NULL in one of ``table``'s
+    :data:`LATER_COLUMNS`) as canonical JSON.
 
     Raises:
         TypeError: a value is not None, int, float or str (the schema stores no other type).
     """
+    later = LATER_COLUMNS.get(table or "", ())
     body: dict[str, Any] = {}
     for k, v in row.items():
-        if k == "row_hash":
+        if k == "row_hash" or (v is None and k in later):
             continue
         if isinstance(v, bool) or not (v is None or isinstance(v, (int, float, str))):
             raise TypeError(f"column {k!r} holds a {type(v).__name__}; the chain hashes only int, float, str, None")
@@ -58,7 +65,7 @@ def canonical_row(row: Mapping[str, Any]) -> str:
 
 def row_hash(prev_hash: str, table: str, row: Mapping[str, Any]) -> str:
     """The chain link of ``row`` in ``table`` after a row whose hash is ``prev_hash``."""
-    text = f"{prev_hash}\n{table}\n{canonical_row(row)}"
+    text = f"{prev_hash}\n{table}\n{canonical_row(row, table)}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -201,6 +208,6 @@ def insert_chained(conn: _Executor, table: str, row: Mapping[str, Any],
 
 
 __all__ = [
-    "CHAINED_TABLES", "CHAIN_COLUMNS", "ColumnSpec", "GENESIS", "MAX_SEQ_SQL", "build_row", "canonical_row",
+    "CHAINED_TABLES", "CHAIN_COLUMNS", "ColumnSpec", "GENESIS", "LATER_COLUMNS", "MAX_SEQ_SQL", "build_row", "canonical_row",
     "column_specs", "head", "insert_chained", "normalise", "row_at", "row_hash",
 ]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.store._chain import CHAINED_TABLES, ColumnSpec, column_specs
+
+if TYPE_CHECKING:
+    from harness.store._verify import StoreVerification
 
 _RULE_TABLES = ("verdicts", "measurement_sets", "measurements", "quarantine_reviews", "iterations",
                 "campaign_outcomes", "protocols", "expected_gates", "campaigns")
@@ -180,7 +183,7 @@ def object_problems(x: Any) -> list[Any]:
     return out
 
 
-def verify_pg(store: Any) -> Any:
+def verify_pg(store: Any) -> StoreVerification:
     """The PostgreSQL store's ``verify``: version, rule objects, the chain, and every row replayed
     through SQLite's rules (the same rules, so a row slipped in while a trigger was off is caught)."""
     import psycopg

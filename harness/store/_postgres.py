@@ -28,11 +28,16 @@ from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.store._chain import CHAINED_TABLES, GENESIS, MAX_SEQ_SQL, ColumnSpec, build_row, row_at, row_hash
 from harness.store._errors import IngestRejected, StoreError, StoreSchemaVersionError, StoreTampered
 from harness.store._sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from harness.store._verify import StoreVerification
 
 # One lock id for the whole store (an arbitrary constant: "atbchain" in ASCII, as a signed int64).
 CHAIN_LOCK = 0x6174_6263_6861_696E
@@ -228,6 +233,9 @@ def redact(url: str) -> str:
 class PostgresStore(SqliteStore):
     """The results store on a PostgreSQL server (``postgresql://USER@HOST:PORT/DB``)."""
 
+    # The server's connection replaces SQLite's (every method that touches it is overridden here).
+    conn: psycopg.Connection[tuple[Any, ...]]  # type: ignore[assignment]
+
     def __init__(self, url: str) -> None:  # noqa: D107 - see the class
         try:
             import psycopg
@@ -276,6 +284,8 @@ class PostgresStore(SqliteStore):
                         raise StoreSchemaVersionError(f"results store {self.path}: the database holds AutoTuneBench "
                                                       "tables but no schema version; it was not written by this code")
                     self.conn.execute(schema_pg_sql())
+        if installed_version(self.x) == 2:
+            self._upgrade_from_2()
         version = installed_version(self.x) or 0
         problem = version_problem(version)
         if problem is not None:
@@ -284,6 +294,24 @@ class PostgresStore(SqliteStore):
         if objects:
             raise StoreTampered(str(self.path), objects[0].line(), len(objects))
         self._check_head()
+
+    def _upgrade_from_2(self) -> None:
+        """Schema 2 -> 3 in place, under the write lock: measurements gains ``round_lengths_json`` (NULL in
+        every stored row, which the chain leaves out of the hash, so every row keeps its hash) and the
+        rule functions are re-created from ``schema_pg.sql``. The chain head is checked after, as on
+        every open, and ``verify()`` replays every row through the rules."""
+        with self.conn.transaction():
+            self.x.execute("SELECT pg_advisory_xact_lock(%d)" % CHAIN_LOCK)
+            from harness.store._pg_schema import installed_version
+
+            if installed_version(self.x) != 2:
+                return
+            self.x.execute(
+                "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS round_lengths_json TEXT CHECK ("
+                "round_lengths_json IS NULL OR (atb_json_valid(round_lengths_json) "
+                "AND jsonb_typeof(atb_jsonb(round_lengths_json)) = 'array' "
+                "AND jsonb_array_length(atb_jsonb(round_lengths_json)) > 0))")
+            self.conn.execute(schema_pg_sql())
 
     def _check_head(self) -> None:
         seq, stored, table = head(self.x)
@@ -301,7 +329,7 @@ class PostgresStore(SqliteStore):
             raise StoreTampered(str(self.path), f"{table} (chain_seq {seq}): row_hash does not match the row's "
                                 "content: it was changed after it was written")
 
-    def verify(self) -> Any:
+    def verify(self) -> StoreVerification:
         """Schema version and rule objects, the whole hash chain, and every row replayed through the
         rules (into an in-memory copy of the SQLite schema: the rules are the same). Writes nothing."""
         from harness.store._pg_schema import verify_pg
@@ -340,7 +368,7 @@ class PostgresStore(SqliteStore):
             self._specs[table] = reference_specs()[table]
         return self._specs[table]
 
-    def _insert(self, conn: Any, table: str, row: dict[str, Any]) -> None:  # type: ignore[override]
+    def _insert(self, conn: Any, table: str, row: dict[str, Any]) -> None:
         """Insert one row as the chain's next link (inside :meth:`transaction`, which holds the lock).
 
         Raises:
@@ -355,7 +383,7 @@ class PostgresStore(SqliteStore):
         except ValueError as exc:
             raise StoreError(str(exc)) from exc
 
-    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[Any]:  # type: ignore[override]
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[Any]:
         import psycopg
 
         try:

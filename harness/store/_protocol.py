@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.records import DeviceCeilings, DeviceFingerprint, MeasurementSet, Verdict
 from protocol import Protocol as FrozenProtocol
 from protocol import ProtocolRef
+
+if TYPE_CHECKING:
+    from harness.store._verify import StoreVerification
 
 
 class Row(Protocol):
@@ -86,6 +89,8 @@ class ResultStore(Protocol):
 
     def measurement_set_samples(self, set_id: str) -> dict[int, list[float]]: ...
 
+    def measurement_set(self, set_id: str) -> MeasurementSet: ...
+
     def add_quarantine_review(self, verdict_id: str, cleared: bool, reason: str,
                               extended_verdict_id: str | None, ref: ProtocolRef) -> None: ...
 
@@ -94,6 +99,8 @@ class ResultStore(Protocol):
     def add_report(self, kind: str, subject: str, body: dict[str, Any], ref: ProtocolRef) -> str: ...
 
     def reports(self, kind: str, subject: str | None = None) -> list[dict[str, Any]]: ...
+
+    def verify(self) -> StoreVerification: ...
 
 
 def rows_iter(rows: list[Any]) -> Iterator[dict[str, Any]]:

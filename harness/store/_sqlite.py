@@ -221,6 +221,9 @@ class SqliteStore:
                 self.conn.execute("ROLLBACK")
                 raise
             version = user_version(self.conn)
+        if version == 2:
+            self._upgrade_from_2()
+            version = user_version(self.conn)
         problem = version_problem(version)
         if problem is not None:
             raise StoreSchemaVersionError(f"results store {self.path}: {problem.detail}")
@@ -228,6 +231,53 @@ class SqliteStore:
         if objects:
             raise StoreTampered(str(self.path), objects[0].line(), len(objects))
         self._check_head()
+
+    # Schema 2 -> 3 changed these objects only: measurements gained round_lengths_json, and its insert
+    # trigger the malformed_round_lengths rule.
+    _CHANGED_IN_3 = (("table", "measurements"), ("trigger", "measurement_sealed"))
+
+    def _upgrade_from_2(self) -> None:
+        """Schema 2 -> 3 in place: rebuild ``measurements`` with ``round_lengths_json`` (NULL in every
+        stored row; the chain leaves that NULL out of the hash, so every row keeps its hash) and
+        re-create the triggers from ``schema.sql``.
+
+        Refused, the file untouched, when any other table, index or trigger differs from ``schema.sql``:
+        an upgrade must not repair a tampered store.
+
+        Raises:
+            StoreTampered: an object other than the two the upgrade changes differs from ``schema.sql``.
+        """
+        conn = self.conn
+        other = [p for p in schema_problems(conn)
+                 if not any(p.detail == f"{kind} {name} differs from its definition in schema.sql"
+                            for kind, name in self._CHANGED_IN_3)]
+        if other:
+            raise StoreTampered(str(self.path), other[0].line(), len(other))
+        cols = "id, set_id, seed, samples_json, protocol_version, protocol_sha256, chain_seq, row_hash"
+        statements = schema_statements()
+        create = [st for st in statements if "CREATE TABLE IF NOT EXISTS measurements (" in st]
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("PRAGMA legacy_alter_table = ON")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if user_version(conn) == 2:
+                    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+                        conn.execute(f'DROP TRIGGER "{name}"')
+                    conn.execute("ALTER TABLE measurements RENAME TO atb_measurements_v2")
+                    conn.execute(create[0])
+                    conn.execute(f"INSERT INTO measurements ({cols}) SELECT {cols} FROM atb_measurements_v2 ORDER BY id")
+                    conn.execute("DROP TABLE atb_measurements_v2")
+                    for stmt in statements:
+                        conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.execute("PRAGMA legacy_alter_table = OFF")
+            conn.execute("PRAGMA foreign_keys = ON")
 
     def _check_head(self) -> None:
         """The newest row must hash from its content and the row before it (a cheap check on every open)."""
@@ -442,6 +492,7 @@ class SqliteStore:
         for s in ms.samples:
             self._insert(c, "measurements", {
                 "set_id": ms.id, "seed": s.seed, "samples_json": json.dumps(s.values),
+                "round_lengths_json": None if s.round_lengths is None else json.dumps(s.round_lengths),
                 **self._stamp(ms.protocol),
             })
 
@@ -495,6 +546,27 @@ class SqliteStore:
     def measurement_set_samples(self, set_id: str) -> dict[int, list[float]]:
         return {int(r[0]): json.loads(r[1]) for r in self.query(
             "SELECT seed, samples_json FROM measurements WHERE set_id = ? ORDER BY seed", (set_id,))}
+
+    def measurement_set(self, set_id: str) -> MeasurementSet:
+        """A stored measurement set with its samples in measuring order (the order a verdict's ratio
+        paired them in) and their round boundaries (None for a row stored without them).
+
+        Raises:
+            NotFound: no such set.
+        """
+        rows = self.query("SELECT * FROM measurement_sets WHERE id = ?", (set_id,))
+        if not rows:
+            raise NotFound(f"no measurement set {set_id}")
+        r = rows[0]
+        samples = [{"seed": int(m["seed"]), "values": json.loads(m["samples_json"]),
+                    "round_lengths": None if m["round_lengths_json"] is None else json.loads(m["round_lengths_json"])}
+                   for m in self.query("SELECT seed, samples_json, round_lengths_json FROM measurements "
+                                       "WHERE set_id = ? ORDER BY id", (set_id,))]
+        return MeasurementSet.model_validate({
+            "id": r["id"], "session_id": r["session_id"], "device_sha256": r["device_sha256"],
+            "protocol": ProtocolRef(version=r["protocol_version"], sha256=r["protocol_sha256"]),
+            "task_id": r["task_id"], "subject_sha256": r["subject_sha256"], "arm": r["arm"], "kind": r["kind"],
+            "unit": r["unit"], "samples": samples})
 
     def add_quarantine_review(self, verdict_id: str, cleared: bool, reason: str,
                               extended_verdict_id: str | None, ref: ProtocolRef) -> None:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.store._chain import CHAINED_TABLES, GENESIS, row_hash
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_PROBLEMS = 200
 
 ProblemKind = Literal["schema_version", "schema_object", "chain", "row_hash", "rule", "released_protocol"]
@@ -140,8 +140,12 @@ def version_problem(version: int) -> StoreProblem | None:
                   "that wrote it (the file was left untouched)")
     elif version == 0:
         detail = "the file holds tables but no schema version (user_version 0): it was not written by AutoTuneBench"
+    elif version == 2:
+        detail = ("schema version 2 predates stored round boundaries (version 3): opening it for writing "
+                  "(`atb verify-verdict`, or any command that records results) upgrades it in place, keeping every "
+                  "row and hash")
     else:
-        detail = (f"schema version {version} predates the hash chain (version {SCHEMA_VERSION}) and cannot be "
+        detail = (f"schema version {version} predates the hash chain (version 2) and cannot be "
                   "verified: move the file aside and re-create the store (re-measure what you need)")
     return StoreProblem(kind="schema_version", detail=detail)
 

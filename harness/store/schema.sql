@@ -1,6 +1,8 @@
--- AutoTuneBench results store, SQLite dialect. Schema version 2 (PRAGMA user_version). A file of another
+-- AutoTuneBench results store, SQLite dialect. Schema version 3 (PRAGMA user_version). A file of another
 -- version is refused and left untouched: a newer one is never rewritten, and a version-1 file (before
--- the hash chain) cannot be verified, so it must be moved aside and the store re-created.
+-- the hash chain) cannot be verified, so it must be moved aside and the store re-created. Version 3
+-- adds measurements.round_lengths_json; a NULL there is left out of the row's hash
+-- (harness/store/_chain.py), so rows written before the column existed keep their hashes.
 -- Any edit to a CREATE statement below (even a comment inside a trigger body, which SQLite stores) changes
 -- what verification expects: bump SCHEMA_VERSION (harness/store/_verify.py) with it and say how old
 -- stores are handled.
@@ -144,6 +146,12 @@ CREATE TABLE IF NOT EXISTS measurements (
     seed INTEGER NOT NULL,
     samples_json TEXT NOT NULL CHECK (json_valid(samples_json) AND json_type(samples_json) = 'array'
                                       AND json_array_length(samples_json) > 0),
+    -- Round boundaries (schema 3): samples_json is one block per interleaved round, and this array holds
+    -- each block's length in order, so the verdict's per-(seed, round) ratio recomputes from the row
+    -- (harness/stats.py, `atb verify-verdict`). NULL: stored without them (one block).
+    round_lengths_json TEXT CHECK (round_lengths_json IS NULL OR (json_valid(round_lengths_json)
+                                   AND json_type(round_lengths_json) = 'array'
+                                   AND json_array_length(round_lengths_json) > 0)),
     protocol_version TEXT,
     protocol_sha256 TEXT,
     chain_seq INTEGER NOT NULL UNIQUE CHECK (chain_seq > 0),
@@ -404,6 +412,15 @@ BEGIN
     SELECT RAISE(ABORT, 'atb_rule:malformed_samples: every sample must be a finite positive number')
     WHERE EXISTS (SELECT 1 FROM json_each(NEW.samples_json)
                   WHERE type NOT IN ('integer', 'real') OR NOT (value > 0) OR value > 1.7976931348623157e308);
+    -- Round boundaries split the samples into non-empty consecutive blocks: positive integers whose sum
+    -- is the number of samples.
+    SELECT RAISE(ABORT, 'atb_rule:malformed_round_lengths: round lengths must be positive integers summing to the number of samples')
+    WHERE NEW.round_lengths_json IS NOT NULL
+      AND CASE WHEN NOT json_valid(NEW.round_lengths_json) OR json_type(NEW.round_lengths_json) != 'array'
+                    OR NOT json_valid(NEW.samples_json) OR json_type(NEW.samples_json) != 'array' THEN 0
+               ELSE EXISTS (SELECT 1 FROM json_each(NEW.round_lengths_json) WHERE type != 'integer' OR value < 1)
+                    OR (SELECT coalesce(sum(value), 0) FROM json_each(NEW.round_lengths_json))
+                       != json_array_length(NEW.samples_json) END;
 END;
 
 CREATE TRIGGER IF NOT EXISTS quarantine_review_rules BEFORE INSERT ON quarantine_reviews

@@ -1,4 +1,6 @@
--- AutoTuneBench results store, PostgreSQL dialect (15+). Schema version 2: atb_schema_version().
+-- AutoTuneBench results store, PostgreSQL dialect (15+). Schema version 3: atb_schema_version().
+-- Version 3 adds measurements.round_lengths_json (a version-2 database is upgraded on open by
+-- harness/store/_postgres.py: ADD COLUMN, then this file re-run; rows and hashes are kept).
 --
 -- The port of harness/store/schema.sql: the same tables and columns, and every rule as a CHECK
 -- constraint or a PL/pgSQL trigger raising 'atb_rule:<rule_name>: <what is wrong>' with SQLite's rule
@@ -28,7 +30,7 @@
 -- this file's (harness/store/_pg_schema.py), and the hash chain makes an edited or deleted row visible
 -- to `verify()`, which also replays every row through SQLite's rules.
 
-CREATE OR REPLACE FUNCTION atb_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 2 $$;
+CREATE OR REPLACE FUNCTION atb_schema_version() RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 3 $$;
 
 -- The text as jsonb, or NULL when it is not valid JSON (SQLite: json_valid).
 CREATE OR REPLACE FUNCTION atb_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
@@ -151,6 +153,10 @@ CREATE TABLE IF NOT EXISTS measurements (
     seed BIGINT NOT NULL,
     samples_json TEXT NOT NULL CHECK (atb_json_valid(samples_json) AND jsonb_typeof(atb_jsonb(samples_json)) = 'array'
                                       AND jsonb_array_length(atb_jsonb(samples_json)) > 0),
+    -- Round boundaries (schema 3; what and why: schema.sql). NULL: stored without them.
+    round_lengths_json TEXT CHECK (round_lengths_json IS NULL OR (atb_json_valid(round_lengths_json)
+                                   AND jsonb_typeof(atb_jsonb(round_lengths_json)) = 'array'
+                                   AND jsonb_array_length(atb_jsonb(round_lengths_json)) > 0)),
     protocol_version TEXT,
     protocol_sha256 TEXT,
     chain_seq BIGINT NOT NULL UNIQUE CHECK (chain_seq > 0),
@@ -436,6 +442,15 @@ BEGIN
                    WHERE jsonb_typeof(e) <> 'number' OR NOT (e::numeric > 0)
                       OR e::numeric > 1.7976931348623157e308) THEN
         RAISE EXCEPTION 'atb_rule:malformed_samples: every sample must be a finite positive number';
+    END IF;
+    IF NEW.round_lengths_json IS NOT NULL
+       AND jsonb_typeof(atb_jsonb(NEW.round_lengths_json)) = 'array'
+       AND jsonb_typeof(atb_jsonb(NEW.samples_json)) = 'array'
+       AND (EXISTS (SELECT 1 FROM jsonb_array_elements(atb_jsonb(NEW.round_lengths_json)) AS e
+                    WHERE jsonb_typeof(e) <> 'number' OR e::text !~ '^[1-9][0-9]*$')
+            OR (SELECT coalesce(sum(e::numeric), 0) FROM jsonb_array_elements(atb_jsonb(NEW.round_lengths_json)) AS e)
+               <> jsonb_array_length(atb_jsonb(NEW.samples_json))) THEN
+        RAISE EXCEPTION 'atb_rule:malformed_round_lengths: round lengths must be positive integers summing to the number of samples';
     END IF;
     RETURN NEW;
 END
