@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 300.0
 
 
+def step_times(stderr: str, wall: float) -> list[dict[str, Any]]:
+    """Seconds each step of demo.sh took, from its ``== [  12.3 s] name`` lines (a step ends where the next
+    begins; the last where the job ended)."""
+    marks = [(float(m.group(1)), m.group(2).split(":")[0].strip())
+             for m in re.finditer(r"^== \[\s*([0-9.]+) s\] (.*)$", stderr, flags=re.M)]
+    out = []
+    for i, (t, name) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else wall
+        out.append({"step": name, "start_s": round(t, 1), "seconds": round(max(0.0, end - t), 1)})
+    return out
+
+
 def run_once(out_dir: Path) -> dict[str, Any]:
     load_before = os.getloadavg()
     t0 = time.monotonic()
@@ -33,7 +46,8 @@ def run_once(out_dir: Path) -> dict[str, Any]:
                        env={**os.environ, "ATB_DEMO_SKIP_SETUP": "1"})
     wall = time.monotonic() - t0
     rec: dict[str, Any] = {"wall_s": round(wall, 1), "exit": p.returncode, "load_before": list(load_before),
-                           "load_after": list(os.getloadavg()), "stderr_tail": p.stderr[-2500:]}
+                           "load_after": list(os.getloadavg()), "steps": step_times(p.stderr, wall),
+                           "stderr_tail": p.stderr[-2500:]}
     try:
         cmp = json.loads((out_dir / "compare.json").read_text())
         rep = json.loads((out_dir / "replay.json").read_text())
@@ -77,6 +91,9 @@ def main() -> int:
                      f"{r.get('task')}, {r.get('budget')} | {r.get('random_usable')} | {r.get('llm_usable')} | "
                      f"{r.get('compare_verdict')} | {r.get('replay_requests_identical')}/{r.get('replay_model_calls')} | "
                      f"{r.get('report_written')} ({r.get('report_says_135m_local')}) |")
+    for i, r in enumerate(runs):
+        if r.get("steps"):
+            lines += ["", f"Steps of run {i} (seconds): " + "; ".join(f"{x['step']} {x['seconds']}" for x in r["steps"])]
     lines += ["", f"Within target on every run: {doc['within_target']}. A load average well above 2 means other work "
               "shared the 2 cores: the figure is then an upper bound for a quiet machine, not a measurement of one."]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")

@@ -307,6 +307,7 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
                            "baseline_rps": res.metrics["baseline"].get("request_throughput"),
                            "candidate_rps": res.metrics["candidate"].get("request_throughput"),
                            "failed_gates": [g.name for g in res.gates if not g.passed],
+                           "output_match": next((g.detail for g in res.gates if g.name == "output_match"), None),
                            "wall_s": round(time.monotonic() - t0, 1)})
             print(f"{label}: ratio {res.speedup} ci {res.speedup_ci} ({res.verdict})", file=sys.stderr)
             if args.partial is not None:          # keep what is measured if the study is cut short
@@ -349,6 +350,10 @@ def render_engine(doc: dict[str, Any]) -> str:
         ratio = "-" if t["ratio"] is None else f"{t['ratio']:.3f}"
         lines.append(f"| {t['label']} | `{json.dumps(t['config'])}` | {ratio} | {ci} | {t['verdict']} | "
                      f"{t['baseline_rps'] or 0:.2f} | {t['candidate_rps'] or 0:.2f} | {t['wall_s']} |")
+    gates = [t for t in doc["trials"] if t.get("output_match")]
+    if gates:
+        lines += ["", "Output gate (`output_match`) of each trial:", ""]
+        lines += [f"- {t['label']}: {t['output_match']}" for t in gates]
     s = doc["search"]
     lines += ["", f"## Seeded random search (`atb run {doc['task']} --tuner random`, budget {s.get('budget')}, seed "
               f"{s.get('seed')}): {s.get('usable_iterations')} usable, best {s.get('best_speedup')} "

@@ -139,6 +139,8 @@ class EngineParams(_Frozen):
     request_timeout_s: PositiveFloat
     max_failed_fraction: float = Field(ge=0, le=1)
     output_match_min_fraction: float = Field(ge=0, le=1)
+    output_tie_tolerance_nats: float = Field(ge=0)
+    output_check_top_n: int = Field(ge=1, le=100)
     warmup_requests: int = Field(ge=0)
     reps_per_seed: PositiveInt
 

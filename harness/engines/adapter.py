@@ -65,6 +65,10 @@ class EngineAdapter(ABC):
     name: str
     pinned_version: str
     ready_paths: tuple[str, ...]
+    # Whether the engine serves llama-server's native ``/completion`` with ``n_probs``: then a candidate
+    # completion that differs from the default's is checked for near ties (harness.engines.outputs);
+    # otherwise only exact equality counts.
+    greedy_check: bool = False
 
     @abstractmethod
     def flag_space(self) -> FlagSpace:

@@ -20,13 +20,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engines._errors import FlagSpaceError
-from harness.engines._stats import paired_ratio_ci
 from harness.engines.flags import FlagValue, parse_config_text, render_config
 from harness.engines.gates import run_engine_gates
 from harness.engines.session import HasSessionId, session_id_of
 from harness.engines.task import EngineTask, load_engine_task
 from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
+from harness.stats import rounds_ratio
 from harness.store import SqliteStore
 from protocol import Protocol, ProtocolRef, load_protocol
 
@@ -83,8 +83,12 @@ def judge_trial(trial: EngineTrial, protocol: Protocol) -> Judgement:
         seeds = sorted(set(c) & set(b))
         cv, bv = [c[s] for s in seeds], [b[s] for s in seeds]
         if seeds and min(cv) > 0 and min(bv) > 0:
-            ratio, lo, hi = paired_ratio_ci(cv, bv, protocol)
-            ci = (lo, hi)
+            # one block (the seed's repetitions) per seed; the seed's score is the block's median
+            creps, breps = trial.candidate.throughputs_by_seed(), trial.baseline.throughputs_by_seed()
+            est = rounds_ratio({s: [creps[s]] for s in seeds}, {s: [breps[s]] for s in seeds}, protocol,
+                               "ratio_of_means")
+            if est is not None:
+                ratio, ci = est.ratio, (est.ci_low, est.ci_high)
     gates = run_engine_gates(trial, protocol, ratio)
     failed = [g for g in gates if not g.passed]
     correct = all(g.passed for g in gates if g.name in ("output_match", "output_length", "failed_requests")) \
@@ -116,6 +120,18 @@ def _arm_summary(trial: EngineTrial, arm: str) -> dict[str, Any]:
         "e2e_p50_s": _mean([m.e2e_s.p50 for m in ms]), "e2e_p99_s": _mean([m.e2e_s.p99 for m in ms]),
         "failed": sum(m.failed for m in ms), "requests": sum(m.requests for m in ms),
     }
+
+
+def _checks_summary(trial: EngineTrial, protocol: Protocol) -> dict[str, Any]:
+    """The near-tie checks in brief: how many, how many consistent, the largest gap, and the failing ones."""
+    tol = protocol.engine.output_tie_tolerance_nats
+    ok = [c for c in trial.output_checks if c.consistent(tol)]
+    bad = [c for c in trial.output_checks if not c.consistent(tol)]
+    gaps = [g for c in ok if (g := c.max_gap()) is not None]
+    return {"checked": len(trial.output_checks), "consistent": len(ok), "tolerance_nats": tol,
+            "largest_consistent_gap_nats": max(gaps) if gaps else None,
+            "reference_requests": sum(c.reference_requests for c in trial.output_checks),
+            "inconsistent": [c.model_dump(mode="json") for c in bad[:20]]}
 
 
 def _measurement_set(session_id: str, device: str, ref: ProtocolRef, task_id: str, subject: str,
@@ -202,6 +218,7 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
                     if trial.candidate else []},
         "summary": {"baseline": _arm_summary(trial, "baseline"), "candidate": _arm_summary(trial, "candidate")},
         "launch_log": trial.launch_log,
+        "output_checks": _checks_summary(trial, protocol),
     }
     v = Verdict(session_id=sid, device_sha256=device, protocol=ref, task_id=task.id, kind="engine",
                 candidate_sha256=cand_sha, baseline_sha256=base_sha, baseline_label=BASELINE_LABEL,

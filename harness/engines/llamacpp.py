@@ -71,6 +71,7 @@ class LlamaServerAdapter(EngineAdapter):
     name = "llama-server"
     pinned_version = f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"
     ready_paths = ("/health",)
+    greedy_check = True
 
     def __init__(self, binary: str | Path | None = None) -> None:
         found = Path(binary) if binary else cached_binary()

@@ -27,6 +27,7 @@ from harness.engines.client import WorkloadRun, run_workload
 from harness.engines.flags import FlagValue
 from harness.engines.llamacpp_build import cache_root
 from harness.engines.metrics import WorkloadMetrics, compute_metrics
+from harness.engines.outputs import OutputCheck, check_completion
 from harness.engines.process import EngineProcess, free_port
 from harness.engines.task import EngineTask
 from harness.engines.tiny_model import write_tiny_model
@@ -86,6 +87,9 @@ class EngineTrial(BaseModel):
     candidate: ArmResult | None = None
     launch_error: str = ""
     launch_log: str = ""
+    output_checks: list[OutputCheck] = Field(
+        default_factory=list, description="near-tie checks of the candidate completions that equal no default "
+                                          "completion of the same request (see harness.engines.outputs)")
 
 
 def prepare_model(task: EngineTask) -> PreparedModel:
@@ -210,6 +214,7 @@ def run_engine_trial(task: EngineTask, config: dict[str, FlagValue], protocol: P
                     proc.pause()
             say(f"seed {i + 1}/{len(seeds)}: baseline {compute_metrics(runs['baseline'][-1]).request_throughput:.2f} "
                 f"req/s, candidate {compute_metrics(runs['candidate'][-1]).request_throughput:.2f} req/s")
+        checks = _check_outputs(task, protocol, base, runs, seeds, say) if adapter.greedy_check else []
         arms = {}
         for arm, proc in procs.items():
             arms[arm] = ArmResult(arm=arm, config={} if arm == "baseline" else config, argv=proc.spec.argv,
@@ -217,4 +222,42 @@ def run_engine_trial(task: EngineTask, config: dict[str, FlagValue], protocol: P
                                   metrics=[compute_metrics(r) for r in runs[arm]], alive_at_end=proc.alive(),
                                   log_excerpt="" if proc.alive() else proc.log_excerpt()[-2000:])
     return EngineTrial(task_id=task.id, engine=task.engine, seeds=seeds, probe=probe, model_sha256=model.sha256,
-                       baseline=arms["baseline"], candidate=arms["candidate"])
+                       baseline=arms["baseline"], candidate=arms["candidate"], output_checks=checks)
+
+
+def _check_outputs(task: EngineTask, protocol: Protocol, base: EngineProcess, runs: dict[str, list[WorkloadRun]],
+                   seeds: list[int], say: Callable[[str], None]) -> list[OutputCheck]:
+    """After the timed repetitions (nothing here is timed): every distinct candidate completion that equals
+    no default completion of the same request is walked along the default launch's greedy path, one request
+    at a time (where the default is reproducible), with the candidate paused."""
+    defaults: dict[tuple[int, int], set[str]] = {}
+    for run in runs["baseline"]:
+        for r in run.results:
+            if r.ok:
+                defaults.setdefault((run.seed, r.index), set()).add(r.text)
+    todo: dict[tuple[int, int, str], None] = {}
+    for run in runs["candidate"]:
+        for r in run.results:
+            if r.ok and r.text not in defaults.get((run.seed, r.index), set()):
+                todo[(run.seed, r.index, r.text)] = None
+    if not todo:
+        return []
+    requests = {s: {q.index: q for q in make_workload(task.workload, s, protocol.engine.requests_per_trial).requests}
+                for s in seeds}
+    say(f"checking {len(todo)} candidate completions that differ from every default completion for near ties")
+    import httpx2
+
+    e = protocol.engine
+    out: list[OutputCheck] = []
+    base.resume()
+    try:
+        with httpx2.Client(timeout=e.request_timeout_s, trust_env=False) as http:
+            for seed, index, text in todo:
+                req = requests[seed][index]
+                out.append(check_completion(base.base_url, prompt=req.prompt, text=text, max_tokens=req.max_tokens,
+                                            seed=seed, index=index, tolerance_nats=e.output_tie_tolerance_nats,
+                                            top_n=e.output_check_top_n, timeout_s=e.request_timeout_s, client=http,
+                                            ignore_eos=task.workload.ignore_eos))
+    finally:
+        base.pause()
+    return out
