@@ -1,14 +1,20 @@
 """Typed errors of the sandbox. Each message says what went wrong and what to do about it.
 
 The sandbox must not import the harness, so these do not subclass ``harness.errors.HarnessError``;
-callers that surface them to a user (the CLI, the tools) map them themselves.
+callers that surface them to a user (the CLI, the tools) map them themselves. Each is something a user
+can act on (start Docker, build the image, fix a path, raise a limit), so the base class carries the
+CLI's ``user_fixable`` marker: one line, exit 2, no traceback.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class SandboxError(Exception):
     """Base class of every error the sandbox raises."""
+
+    user_fixable: ClassVar[bool] = True
 
 
 class SandboxUnavailableError(SandboxError):

@@ -192,3 +192,129 @@ def test_a_replay_spec_of_a_file_that_is_no_transcript_exits_2(tmp_path: Path) -
               str(tmp_path / "x.sqlite"), "--json")
     assert out.returncode == 2
     assert "not a readable transcript" in one_json_object(out.stdout)["error"]
+
+
+# ---------------------------------------------------------------------- user-fixable errors (issue 18)
+# A class (or a base) with ``user_fixable = True`` is printed in one line with exit 2 and no traceback.
+# The marked bases: HarnessError, SandboxError, TranscriptError, BadInput; ProtocolError and AgentError
+# are still listed in ``_common`` until their packages carry the marker.
+
+ERROR_MODULES = ["harness/errors.py", "atb_agent/errors.py", *sorted(
+    str(p.relative_to(ROOT)) for pkg in ("atb_agent", "tools", "sandbox", "harness", "protocol", "transcripts")
+    for p in (ROOT / pkg).rglob("_errors.py"))]
+
+
+def _error_classes(relpath: str) -> list[type[BaseException]]:
+    import importlib
+    import inspect
+
+    module = importlib.import_module(relpath[:-3].replace("/", "."))
+    return [c for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == module.__name__]
+
+
+def _bare(cls: type[BaseException]) -> BaseException:
+    """An instance without running ``__init__`` (constructors differ); classify only reads the type and str."""
+    exc = cls.__new__(cls)
+    exc.args = (f"{cls.__name__} happened: do this instead",)
+    return exc
+
+
+@pytest.mark.parametrize("relpath", ERROR_MODULES)
+def test_every_error_class_of_an_errors_module_is_user_fixable(relpath: str) -> None:
+    from atb_agent.cli._common import EXIT_BAD_INPUT, classify
+
+    classes = _error_classes(relpath)
+    assert classes, f"{relpath} defines no error class"
+    for cls in classes:
+        code, message = classify(_bare(cls))
+        assert code == EXIT_BAD_INPUT, f"{cls.__module__}.{cls.__qualname__} is not user-fixable: {message}"
+        assert message == f"{cls.__name__}: {cls.__name__} happened: do this instead"
+
+
+def test_sandbox_and_transcript_errors_are_marked_not_listed() -> None:
+    """The marker lives on the error classes, so a new subclass needs nothing in the CLI."""
+    from atb_agent.cli._common import is_user_fixable
+    from harness.errors import HarnessError
+    from sandbox import SandboxError
+    from transcripts import TranscriptError
+
+    for base in (HarnessError, SandboxError, TranscriptError):
+        assert base.user_fixable is True
+
+        class Fresh(base):  # type: ignore[valid-type,misc]
+            pass
+
+        assert is_user_fixable(Fresh("x"))
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyError("k"), ValueError("v"), AssertionError()])
+def test_other_errors_stay_internal(exc: BaseException) -> None:
+    from atb_agent.cli._common import EXIT_INTERNAL, classify
+
+    code, message = classify(exc)
+    assert code == EXIT_INTERNAL and message.startswith("internal error (")
+
+
+def _raiser(exc: BaseException) -> Any:
+    def run(args: Any) -> int:
+        raise exc
+    return run
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("sandbox").SandboxUnavailableError("no Docker daemon answers:\n start it, or use --backend bwrap"),
+    lambda: __import__("sandbox").PathOutsideWorkspaceError("../etc/passwd climbs out of the workspace"),
+    lambda: __import__("transcripts").TranscriptTampered("run.jsonl", 7, "hash mismatch"),
+    lambda: __import__("transcripts").TranscriptFormatError("run.jsonl: line 1 is not JSON"),
+    lambda: __import__("harness.errors").errors.TaskError("no task 'relu2': see `atb tasks`"),
+], ids=["sandbox-unavailable", "sandbox-path", "transcript-tampered", "transcript-format", "harness-task"])
+def test_user_fixable_error_through_the_entry_point_is_one_line_exit_2(
+        make: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from atb_agent.cli import _protocol, main
+
+    exc = make()
+    monkeypatch.setattr(_protocol, "run", _raiser(exc))
+    assert main(["protocol", "verify"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"atb: error: {type(exc).__name__}: "), out.err
+    assert "Traceback" not in out.err
+
+    assert main(["protocol", "verify", "--json"]) == 2
+    obj = one_json_object(capsys.readouterr().out)
+    assert obj["exit_code"] == 2 and obj["error"].startswith(type(exc).__name__)
+
+
+def test_an_internal_error_through_the_entry_point_exits_1_with_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from atb_agent.cli import _protocol, main
+
+    monkeypatch.setattr(_protocol, "run", _raiser(RuntimeError("a bug")))
+    assert main(["protocol", "verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("atb: error: internal error (RuntimeError): a bug") and "Traceback" in err
+
+
+# ---------------------------------------------------------------------- command modules are never skipped
+
+def test_every_command_module_is_registered() -> None:
+    """Each ``atb_agent/cli/_*.py`` with a ``register`` function is one of the command groups."""
+    from atb_agent.cli import command_groups
+
+    defined = {f"atb_agent.cli.{p.stem}" for p in (ROOT / "atb_agent" / "cli").glob("_*.py")
+               if "\ndef register(" in p.read_text()}
+    registered = [m.__name__ for m in command_groups()]
+    assert len(registered) == len(set(registered))
+    assert set(registered) == defined
+
+
+def test_a_missing_command_module_is_an_internal_error_not_a_silent_gap() -> None:
+    """Before issue 18 a group whose module was missing was skipped, and its commands just vanished."""
+    code = ("import sys; sys.modules['atb_agent.cli._sweep'] = None\n"   # import of it now fails as if absent
+            "from atb_agent.cli import main\n"
+            "sys.exit(main(['protocol', 'verify']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
+    assert "internal error (ModuleNotFoundError)" in out.stderr and "atb_agent.cli._sweep" in out.stderr

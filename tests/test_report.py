@@ -84,3 +84,36 @@ def test_unknown_run_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["report", "run-nope", "--out", str(tmp_path / "r"), "--db", str(tmp_path / "atb.sqlite"),
                  "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+HOSTILE = "<script>alert('x&y\"')</script>"
+
+
+def test_hostile_strings_from_the_store_are_escaped(tmp_path: Path) -> None:
+    """Task ids, tuner specs and reasons come from whoever wrote the store: the page escapes them all
+    (jinja2 autoescape), so none of them can become markup or script."""
+    store = SqliteStore(tmp_path / "atb.sqlite")
+    sid = open_session(store)
+    from harness.campaigns import CampaignRecorder
+    rec = CampaignRecorder.open(store, PROTO, task_id=HOSTILE, kind="kernel", tuner_spec=HOSTILE, seed=3, budget=2,
+                                session_id=sid)
+    rec.record(0, verdict_id=make_verdict(store, sid, "bad", None, status="rejected", correct=False,
+                                          task=HOSTILE, reason=HOSTILE))
+    rec.record(1, verdict_id=make_verdict(store, sid, "ok", 1.1, task=HOSTILE))
+    rec.finish(status="aborted", reason=HOSTILE)
+    store.add_report("retest", rec.campaign_id, {"run": rec.campaign_id, "held_out": True, "home_ratio": 1.1,
+                                                 "held_out_ratio": 1.0, "held_out_backend": HOSTILE,
+                                                 "label": HOSTILE}, PROTO.ref())
+    page = Path(build_report(store, [rec.campaign_id], tmp_path / "r", PROTO).html).read_text()
+    assert "<script" not in page and "alert('x" not in page
+    escaped = "&lt;script&gt;alert(&#39;x&amp;y&#34;&#39;)&lt;/script&gt;"
+    # the arm label (runs table and gate log), the outcome reason, the unusable reason, the retest leg
+    assert page.count(escaped) >= 5, page
+
+
+def test_the_report_template_environment_autoescapes() -> None:
+    from harness.reports._html import _environment
+
+    env = _environment()
+    assert env.autoescape is True
+    assert env.from_string("{{ x }}").render(x=HOSTILE) == "&lt;script&gt;alert(&#39;x&amp;y&#34;&#39;)&lt;/script&gt;"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -26,6 +27,13 @@ from transcripts._records import (
 )
 
 _D = TypeVar("_D", bound=BaseModel)
+
+
+class _Chained(Protocol):
+    """A verified record of a hash-chained log: all the writer needs of it is its hash."""
+
+    @property
+    def hash(self) -> str: ...
 
 
 def _parse_lines(path: Path) -> list[Envelope]:
@@ -69,7 +77,7 @@ class TranscriptWriter:
     reuses it by naming its own reader in ``_read_existing``, which must verify the chain it reads.
     """
 
-    _read_existing = staticmethod(_parse_lines)
+    _read_existing: Callable[[Path], Sequence[_Chained]] = staticmethod(_parse_lines)
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)

@@ -1,10 +1,18 @@
-"""Errors of the transcripts package (it imports nothing of the agent, so it has its own)."""
+"""Errors of the transcripts package (it imports nothing of the agent, so it has its own).
+
+Every one names a transcript the user gave and what is wrong with it, so the base class carries the
+CLI's ``user_fixable`` marker: one line, exit 2, no traceback.
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class TranscriptError(Exception):
     """Base class: a transcript cannot be read, written or trusted."""
+
+    user_fixable: ClassVar[bool] = True
 
 
 class TranscriptFormatError(TranscriptError):

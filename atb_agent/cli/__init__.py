@@ -14,23 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from atb_agent.cli._common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, BadInput, emit_error
-
-# Command-group modules, in the order their commands appear in --help.
-_GROUPS = (
-    "atb_agent.cli._protocol",
-    "atb_agent.cli._eval",
-    "atb_agent.cli._run",
-    "atb_agent.cli._replay",
-    "atb_agent.cli._sandbox",
-    "atb_agent.cli._engine",
-    "atb_agent.cli._anchor",
-    "atb_agent.cli._store",
-    "atb_agent.cli._mcp",
-    "atb_agent.cli._sweep",
-    "atb_agent.cli._model",
-)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,19 +26,31 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    import importlib
+def command_groups() -> tuple[ModuleType, ...]:
+    """The command-group modules, in the order their commands appear in --help.
 
+    Plain import statements, so a reader, mypy and import-linter all see each edge; a missing module is
+    an ImportError (an internal failure, exit 1), never a command that silently disappears.
+
+    Raises:
+        ImportError: a command-group module is missing or does not import (a broken install).
+    """
+    from atb_agent.cli import (_anchor, _engine, _eval, _mcp, _model, _protocol, _replay, _run, _sandbox, _store,
+                               _sweep, _verify)
+
+    return _protocol, _eval, _run, _replay, _sandbox, _engine, _anchor, _store, _verify, _mcp, _sweep, _model
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole ``atb`` parser: each of :func:`command_groups` registers its commands.
+
+    Raises:
+        ImportError: a command-group module is missing or does not import (a broken install).
+    """
     parser = _Parser(prog="atb", description="AutoTuneBench: the agent proposes, the harness measures.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in _GROUPS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # the group is not built yet: its commands are simply absent
-                continue
-            raise
+    for module in command_groups():
         module.register(sub)
     return parser
 
@@ -85,4 +83,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "command_groups", "main"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -17,22 +17,33 @@ EXIT_BAD_INPUT = 2
 class BadInput(Exception):
     """The user's input is wrong (a path, a flag, a name): exit 2 with this one-line message."""
 
+    user_fixable: ClassVar[bool] = True
 
-def classify(exc: BaseException) -> tuple[int, str]:
-    """Map an exception to (exit code, one-line message). Typed user-facing errors are bad input."""
-    from harness.errors import HarnessError
+
+def _unmarked_user_errors() -> tuple[type[BaseException], ...]:
+    """User-fixable error classes that do not carry the marker (yet).
+
+    TODO(lead): set ``user_fixable = True`` on ``protocol.ProtocolError`` and ``atb_agent.errors.AgentError``
+    and drop them from here; ``FileNotFoundError`` is Python's own and stays.
+    """
+    from atb_agent.errors import AgentError
     from protocol import ProtocolError
 
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (HarnessError, ProtocolError, BadInput, FileNotFoundError)):
-        return EXIT_BAD_INPUT, f"{type(exc).__name__}: {text}"
-    try:
-        from atb_agent.errors import AgentError
+    return ProtocolError, AgentError, FileNotFoundError
 
-        if isinstance(exc, AgentError):
-            return EXIT_BAD_INPUT, f"{type(exc).__name__}: {text}"
-    except ImportError:
-        pass
+
+def is_user_fixable(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error the user can fix: its class (or a base) sets ``user_fixable = True``
+    (HarnessError, SandboxError, TranscriptError, BadInput and all their subclasses)."""
+    return getattr(type(exc), "user_fixable", False) is True or isinstance(exc, _unmarked_user_errors())
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """Map an exception to (exit code, one-line message): a user-fixable error is bad input (exit 2,
+    ``Type: message``); anything else is an internal failure (exit 1)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if is_user_fixable(exc):
+        return EXIT_BAD_INPUT, f"{type(exc).__name__}: {text}"
     return EXIT_INTERNAL, f"internal error ({type(exc).__name__}): {text}"
 
 
@@ -79,9 +90,12 @@ def open_verified_store(db: str) -> Any:
     """
     from pathlib import Path
 
-    from harness.store import SqliteStore, StoreSchemaVersionError, StoreTampered, verify_path
+    from harness.store import (ResultStore, SqliteStore, StoreSchemaVersionError, StoreTampered, StoreVerification,
+                               verify_path)
 
     text = str(db)
+    store: ResultStore | None
+    result: StoreVerification | None
     if "://" in text and not text.startswith("sqlite:///"):
         from harness.store import open_store
 

@@ -16,9 +16,16 @@ from atb_agent.providers import Provider
 
 
 class ToolOutcomeLike(Protocol):
-    content: str
-    is_error: bool
-    submitted: dict[str, Any] | None
+    """Read-only, so the frozen models ``tools.ToolOutcome`` and ``ReplayedOutcome`` both implement it."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+    @property
+    def submitted(self) -> dict[str, Any] | None: ...
 
 
 class ToolBoxLike(Protocol):

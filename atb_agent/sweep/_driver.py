@@ -113,7 +113,7 @@ def _token_auth_if_available() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
         if "ray" in sys.modules:      # Ray read its config at import: make it read the mode again
             try:
-                from ray._raylet import Config
+                from ray._raylet import Config  # type: ignore[attr-defined]
 
                 Config.initialize("")
             except (ImportError, AttributeError):
@@ -181,7 +181,8 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
                       ray_version=_ray_version(), restarted=restarted, t0=t0)
     address = _init_ray(ray_address)
     old_term = signal.signal(signal.SIGTERM, _raise_stop) if _main_thread() else None
-    remote = ray.remote(run_attempt)
+    # ray types a function with keyword-only parameters as one taking no arguments.
+    remote: Any = ray.remote(run_attempt)  # type: ignore[arg-type]
     res = _resources(sweep)
     cap = sweep.spec.devices.max_concurrent or len(todo) or 1
     waiting = list(todo)

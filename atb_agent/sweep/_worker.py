@@ -58,7 +58,7 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
         if kind == "random":
             from harness.search import random_search_task
 
-            random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,
+            random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,  # type: ignore[arg-type]
                                backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
         else:
             if store_kind(db) != "sqlite":

@@ -30,7 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.runner._serve import serve
+from harness.runner._serve import Handler, serve
 from harness.runner._worker import Worker, child_environment
 
 MLX_PORT_FUNCTION = "mlx_forward"
@@ -219,7 +219,7 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
             res["outputs"] = save(block.captured[0], cmd["out_path"])
         return res
 
-    handlers = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
+    handlers: dict[str, Handler] = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
     reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": getattr(mx, "__version__", "unknown")})
     serve(handlers, reply, _describe, time_handlers=True)
 

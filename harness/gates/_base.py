@@ -24,7 +24,8 @@ MAX_DETAIL_PROBLEMS = 6
 class Gate(TypingProtocol):
     """An anti-cheat gate: ``name`` is stable (stored with every verdict); calling it judges evidence."""
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only, so a frozen dataclass (FunctionGate) implements it
 
     def __call__(self, evidence: Evidence, protocol: Protocol) -> GateResult: ...
 
