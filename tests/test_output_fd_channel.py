@@ -94,3 +94,42 @@ def test_fd_channel_pending_is_bounded() -> None:
     finally:
         harness_end.close()
         child_end.close()
+
+
+class _HostBuffer:
+    """Stands in for a mapped VMM buffer: ``unpack`` only needs its size and its bytes as a tensor."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._raw = torch.arange(size, dtype=torch.int64).to(torch.uint8)
+
+    def raw(self) -> torch.Tensor:
+        return self._raw
+
+
+def _dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(name)
+    return dt
+
+
+def test_vmm_layout_from_the_candidate_is_checked_against_the_buffer() -> None:
+    from harness.runner._vmm import unpack
+
+    buf = _HostBuffer(4096)
+    ok = unpack(torch, buf, [{"offset": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32"},  # type: ignore[arg-type]
+                             {"offset": 256, "nbytes": 8, "shape": [8], "dtype": "uint8"}], _dtype)
+    assert [tuple(t.shape) for t in ok] == [(4, 4), (8,)] and ok[1].tolist() == list(range(0, 8))
+    bad_layouts = [
+        [{"offset": 4096 - 32, "nbytes": 64, "shape": [16], "dtype": "float32"}],   # past the end
+        [{"offset": 100, "nbytes": 16, "shape": [4], "dtype": "float32"}],         # not 256-aligned
+        [{"offset": 0, "nbytes": 64, "shape": [8, 4], "dtype": "float32"}],        # size does not match shape
+        [{"offset": 0, "nbytes": 0, "shape": [-1], "dtype": "float32"}],           # negative dimension
+        [{"offset": -256, "nbytes": 16, "shape": [4], "dtype": "float32"}],        # before the start
+    ]
+    for layout in bad_layouts:
+        with pytest.raises(ValueError):
+            unpack(torch, buf, layout, _dtype)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        unpack(torch, buf, [{"offset": 0, "nbytes": 8, "shape": [1], "dtype": "os.system"}], _dtype)  # type: ignore[arg-type]
