@@ -316,7 +316,7 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
                              for g in result.get("gates", []) if not g.get("passed")],
             "physical_gate": next((str(g.get("detail", ""))[:400] for g in result.get("gates", [])
                                    if g.get("name") == "physical_limit"), None),
-            "verdict_id": result.get("verdict_id"),
+            "verdict_id": result.get("verdict_id"), "protocol_sha256": result.get("protocol_sha256"),
             "op_s": result.get("op_s", {}), "output_transport": result.get("output_transport", ""),
             "timeline_s": result.get("timeline_s", {}),
             "confinement": result.get("confinement", {}),

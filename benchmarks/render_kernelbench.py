@@ -28,9 +28,14 @@ SETTLED = ("accepted", "rejected", "quarantined", "timeout")
 
 
 def load_rows(paths: list[Path]) -> tuple[dict[tuple[int, str], dict[str, Any]], dict[tuple[int, str], dict[str, Any]]]:
-    """The last ``atb_eval`` row and the last ``kb_anchor`` row of each (level, problem)."""
+    """The last ``atb_eval`` row of each (level, problem), and for each ``kb_anchor`` row the
+    ``atb_eval`` row of the same device call it sits beside (same code revision, the last one that
+    started before the anchor: the sweep runs a problem's anchor right after its ``atb eval``).
+    An anchor with no such row is left out of the side-by-side table, so a later re-run of a problem
+    is never set beside an anchor from another call."""
     evals: dict[tuple[int, str], dict[str, Any]] = {}
     anchors: dict[tuple[int, str], dict[str, Any]] = {}
+    history: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
@@ -40,9 +45,16 @@ def load_rows(paths: list[Path]) -> tuple[dict[tuple[int, str], dict[str, Any]],
             key = (int(row.get("level", 0)), str(row.get("problem")))
             if row.get("kind") == "atb_eval":
                 evals[key] = row
+                history.setdefault(key, []).append(row)
             elif row.get("kind") == "kb_anchor":
                 anchors[key] = row
-    return evals, anchors
+    paired: dict[tuple[int, str], dict[str, Any]] = {}
+    for key, a in anchors.items():
+        same_call = [r for r in history.get(key, []) if r.get("code_rev") == a.get("code_rev")
+                     and str(r.get("started_utc", "")) <= str(a.get("started_utc", ""))]
+        if same_call:
+            paired[key] = {**a, "_atb_row": same_call[-1]}
+    return evals, paired
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -77,6 +89,31 @@ def is_clean(row: dict[str, Any]) -> bool:
     return row.get("verdict") == "accepted" and row.get("ci_contains_1") is True
 
 
+_BEFORE_PROCESS_PAIR = ("1.0.0", "1.1.0", "1.2.0")
+
+
+def ci_under_process_pair(row: dict[str, Any]) -> list[float] | None:
+    """The row's interval as protocol 1.3.0 states it: a row measured under an earlier protocol (no
+    ``protocol_sha256``, or one of those versions' digests) has its stored interval widened by the
+    protocol's declared CUDA process-pair SD, with the estimator's own function; a 1.3.0 row already
+    carries it. This is a restatement of a stored interval, not a re-measurement."""
+    from harness.stats import RatioEstimate, with_process_pair
+    from protocol import load_protocol
+    from protocol._released import RELEASED
+
+    ci, ratio = row.get("ci"), row.get("speedup")
+    if not ci or not ratio:
+        return None
+    digest = row.get("protocol_sha256")
+    if digest and digest not in {RELEASED[v] for v in _BEFORE_PROCESS_PAIR}:
+        return [float(ci[0]), float(ci[1])]
+    proto = load_protocol()
+    sd = proto.statistics.process_pair_log_sd.get(str(row.get("device") or "cuda"), 0.0)
+    est = with_process_pair(RatioEstimate(ratio=float(ratio), ci_low=float(ci[0]), ci_high=float(ci[1]), n_pairs=1),
+                            sd, proto)
+    return [est.ci_low, est.ci_high]
+
+
 def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, dict[str, Any]]) -> list[str]:
     out: list[str] = [f"### Level {level}", ""]
     n = len(evals)
@@ -88,6 +125,11 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
     out += [f"- problems with a row: {n}; device: {', '.join(devices)}",
             "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
             f"- accepted A/A with a CI containing 1.0: **{clean} of {n}**"]
+    restated = [(r, ci_under_process_pair(r)) for r in evals if r.get("verdict") == "accepted"]
+    clean_pp = sum(1 for _, ci in restated if ci and ci[0] <= 1.0 <= ci[1])
+    out.append(f"- the same with protocol 1.3.0's process-pair component (`protocol/JUSTIFICATION.md` section 7; rows "
+               f"measured under earlier protocols have their stored interval widened, not re-measured): "
+               f"**{clean_pp} of {n}**")
     walls = [float(r["wall_s"]) for r in evals if r.get("verdict") in SETTLED and r.get("wall_s") is not None]
     if walls:
         out.append(f"- wall time of one whole `atb eval` (s): median **{statistics.median(walls):.1f}**, "
@@ -110,7 +152,7 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
         medians = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items()))
         out.append(f"- phase medians (s): {medians}")
     out.append("")
-    side = [(r, anchors[r["problem"]]) for r in evals if r["problem"] in anchors]
+    side = [(anchors[r["problem"]]["_atb_row"], anchors[r["problem"]]) for r in evals if r["problem"] in anchors]
     if side:
         out += ["Side by side with KernelBench's own `eval_kernel_against_ref` (A/A, same problems, same device call; "
                 "KernelBench's defaults: 5 correctness trials, 100 timed trials, CUDA events):", "",

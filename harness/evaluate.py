@@ -117,9 +117,11 @@ def _arm_rounds(col: Collected, arm: str) -> dict[int, list[list[float]]]:
     return {t.facts.seed: t.rounds for t in col.timed[arm]}
 
 
-def _estimate(col: Collected, num: str, den: str, protocol: Protocol) -> RatioEstimate | None:
-    """num/den time ratio: :func:`harness.stats.rounds_ratio` over the (seed, round) block medians."""
-    return rounds_ratio(_arm_rounds(col, num), _arm_rounds(col, den), protocol, "median_of_ratios")
+def _estimate(col: Collected, num: str, den: str, protocol: Protocol, backend: str) -> RatioEstimate | None:
+    """num/den time ratio: :func:`harness.stats.rounds_ratio` over the (seed, round) block medians,
+    with the backend's process-pair component (each arm has its own measuring process)."""
+    return rounds_ratio(_arm_rounds(col, num), _arm_rounds(col, den), protocol, "median_of_ratios",
+                        process_pair_backend=backend)
 
 
 def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id: str, subject: str) -> MeasurementSet:
@@ -186,9 +188,9 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         if prespawn_next:
             session.prespawn_candidate_worker()
 
-    speed = _estimate(col, "baseline", "candidate", proto) if col.failure is None else None
-    vs_start = _estimate(col, "start", "candidate", proto) if col.failure is None else None
-    start_over_eager = _estimate(col, "start", "baseline", proto) if col.failure is None else None
+    speed = _estimate(col, "baseline", "candidate", proto, session.backend) if col.failure is None else None
+    vs_start = _estimate(col, "start", "candidate", proto, session.backend) if col.failure is None else None
+    start_over_eager = _estimate(col, "start", "baseline", proto, session.backend) if col.failure is None else None
     if start_is_eager:
         vs_start, start_over_eager = speed, None
     cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]

@@ -8,12 +8,20 @@ with a percentile bootstrap whose resample count, level and RNG seed come from
 boundaries (:func:`measurement_set_ratio`, ``atb verify-verdict``). Kernels, engines, the held-out
 retest and the re-measurement all call it. Absolute times are stored but never compared across
 sessions or devices.
+
+A kernel verdict's two arms run in two measuring processes, and a pair of processes carries an offset
+of its own (kernel choices, allocation layout) that no round inside that pair can see. Where the
+protocol declares its size for the backend (``statistics.process_pair_log_sd``), the bootstrap
+interval is widened by it: on the log scale, each side's half-width and ``z * sd`` are added in
+quadrature (:func:`with_process_pair`). The point estimate is unchanged.
 """
 
 from __future__ import annotations
 
+import math
 import statistics as _st
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -106,13 +114,18 @@ Statistic = Literal["median_of_ratios", "ratio_of_means"]
 
 
 def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol: Protocol,
-                 statistic: Statistic = "median_of_ratios") -> RatioEstimate | None:
+                 statistic: Statistic = "median_of_ratios", *,
+                 process_pair_backend: str | None = None) -> RatioEstimate | None:
     """The ratio ``num / den`` of two arms with its seeded bootstrap interval: the one estimator.
 
     A pair is one round at one seed both arms measured: the median of ``num``'s block over the median
     of ``den``'s block of that round. Pairs are formed in ``num``'s seed order (the measuring order),
     round by round; a seed ``den`` lacks, or a round past the shorter arm's last, forms no pair. The
     order matters: the bootstrap's seeded draws index the pairs, so a recompute must keep it.
+
+    ``process_pair_backend``: the backend of the two measuring processes of a kernel time ratio; its
+    declared process-pair component, if any, widens the interval (:func:`with_process_pair`). None
+    (engines, and callers whose arms share a process) adds nothing.
 
     Returns None when no pair can be formed.
 
@@ -131,8 +144,29 @@ def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol:
     if not nums:
         return None
     if statistic == "median_of_ratios":
-        return median_ratio_ci(paired_ratios(nums, dens), protocol)
-    return _ratio_of_means_ci(nums, dens, protocol)
+        est = median_ratio_ci(paired_ratios(nums, dens), protocol)
+    else:
+        est = _ratio_of_means_ci(nums, dens, protocol)
+    if process_pair_backend is None:
+        return est
+    declared = {str(backend): sd for backend, sd in protocol.statistics.process_pair_log_sd.items()}
+    return with_process_pair(est, declared.get(process_pair_backend, 0.0), protocol)
+
+
+def with_process_pair(est: RatioEstimate, log_sd: float, protocol: Protocol) -> RatioEstimate:
+    """``est`` with a between-process-pair component of SD ``log_sd`` (log scale) in its interval.
+
+    Each side's log half-width ``h`` becomes ``hypot(h, z * log_sd)``, ``z`` the normal quantile of
+    the protocol's confidence level: the interval then covers the rounds' spread and the offset a
+    fresh pair of processes would bring. ``log_sd == 0`` returns ``est`` unchanged.
+    """
+    if log_sd <= 0.0:
+        return est
+    z = NormalDist().inv_cdf(0.5 + protocol.statistics.confidence_level / 2.0)
+    extra = z * log_sd
+    low = est.ratio * math.exp(-math.hypot(math.log(est.ratio / est.ci_low), extra))
+    high = est.ratio * math.exp(math.hypot(math.log(est.ci_high / est.ratio), extra))
+    return RatioEstimate(ratio=est.ratio, ci_low=low, ci_high=high, n_pairs=est.n_pairs)
 
 
 def _ratio_of_means_ci(num: list[float], den: list[float], protocol: Protocol) -> RatioEstimate:
@@ -165,12 +199,15 @@ def set_rounds(ms: MeasurementSet) -> dict[int, list[list[float]]]:
     return {s.seed: s.blocks() for s in ms.samples}
 
 
-def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, protocol: Protocol) -> RatioEstimate:
+def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, protocol: Protocol,
+                          backend: str | None = None) -> RatioEstimate:
     """The verdict's ratio recomputed from its two stored sets with :func:`rounds_ratio`.
 
-    Times (``ns``): baseline over candidate, median of the (seed, round) ratios of block medians.
-    Throughputs (``requests_per_s``): candidate over baseline, ratio of the means of the seeds'
-    repetition medians. Pairs follow the numerator set's sample order (the measuring order).
+    Times (``ns``): baseline over candidate, median of the (seed, round) ratios of block medians,
+    with the process-pair component of ``backend`` (the sets' device's backend) for a kernel verdict,
+    as :func:`harness.evaluate.evaluate_candidate` formed it. Throughputs (``requests_per_s``):
+    candidate over baseline, ratio of the means of the seeds' repetition medians. Pairs follow the
+    numerator set's sample order (the measuring order).
 
     Raises:
         IncomparableError: the sets come from different sessions, devices, protocols, tasks or units,
@@ -187,7 +224,8 @@ def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, p
     if candidate.unit == "requests_per_s":
         est = rounds_ratio(cand, base, protocol, "ratio_of_means")
     else:
-        est = rounds_ratio(base, cand, protocol, "median_of_ratios")
+        est = rounds_ratio(base, cand, protocol, "median_of_ratios",
+                           process_pair_backend=backend if candidate.kind == "kernel" else None)
     if est is None:
         raise IncomparableError("the two measurement sets share no paired seed")
     return est

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, PrivateAttr
 
 
 class _Frozen(BaseModel):
@@ -63,6 +63,9 @@ class StatisticsParams(_Frozen):
     bootstrap_resamples: PositiveInt
     confidence_level: float = Field(gt=0.5, lt=1.0)
     bootstrap_seed: int
+    # Per backend: SD on the log scale of the offset a pair of measuring processes adds to a kernel
+    # time ratio. A backend not listed has no calibrated figure, and its intervals get no component.
+    process_pair_log_sd: dict[Literal["cpu", "cuda", "mlx"], NonNegativeFloat] = Field(default_factory=dict)
 
 
 Distribution = Literal["normal", "uniform", "negative", "zeros_mixed", "large", "noncontiguous"]

@@ -146,7 +146,11 @@ def test_a_value_memo_gains_nothing_because_timed_values_never_repeat(
            "    def __init__(self):\n        super().__init__()\n        self.memo = {}\n        self.hits = 0\n\n"
            "    def forward(self, a, b):\n        key = (float(a.sum()), float(b.sum()))\n"
            "        if key in self.memo:\n            self.hits += 1\n            return self.memo[key]\n"
-           "        out = torch.matmul(a, b)\n        self.memo[key] = out\n        return out\n")
+           "        out = torch.matmul(a, b)\n        self.memo[key] = out\n"
+           "        if len(self.memo) > 2048:\n            self.memo.pop(next(iter(self.memo)))\n"
+           "        return out\n")
+    # The memo keeps the last 2048 outputs (128 MiB): bounded, so it never meets the candidate's memory cap,
+    # yet longer than a timed window (one block's calls), so values repeated within a block or in the next would hit it.
     r = evaluate_candidate("matmul", src, store=store, session=ctx)
     ev = r.evidence
     assert ev is not None and ev.candidate_timed

@@ -154,3 +154,35 @@ def test_render_counts_ratios_and_exceptions(tmp_path: Path) -> None:
     render.write_section(readme, text)
     body = readme.read_text()
     assert body.count(render.BEGIN) == 1 and "old" not in body and body.endswith("## Explained\nkept\n")
+
+
+def test_render_pairs_an_anchor_only_with_the_atb_row_of_its_own_call(tmp_path: Path) -> None:
+    def ev(rev: str, t: str, wall: float) -> dict[str, object]:
+        return {"kind": "atb_eval", "level": 1, "problem": "1_a", "id": 1, "verdict": "accepted", "ci": [0.99, 1.01],
+                "ci_contains_1": True, "speedup": 1.0, "wall_s": wall, "code_rev": rev, "started_utc": t}
+    rows = [ev("aaa", "2026-12-01T10:00:00Z", 6.0),
+            {"kind": "kb_anchor", "level": 1, "problem": "1_a", "kb_eval_wall_s": 3.0, "process_wall_s": 5.0,
+             "correctness": True, "kb_speedup": 1.0, "code_rev": "aaa", "started_utc": "2026-12-01T10:00:07Z"},
+            ev("bbb", "2026-12-02T10:00:00Z", 30.0)]          # a re-run in a later call, under another revision
+    f = tmp_path / "r.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = render.render([f])
+    assert "| 1_a | bbb | accepted |" in text                  # the problem's verdict is its last row
+    assert "| 1_a | 0 | 6.0 | 3.0 | 5.0 | 2.00 | 1.20 |" in text   # the anchor sits beside its own call's row
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))   # no row of the anchor's call: no pair
+    assert "Side by side" not in render.render([f])
+
+
+def test_rows_before_protocol_1_3_are_restated_with_the_process_pair_component() -> None:
+    from protocol import load_protocol
+    from protocol._released import RELEASED
+
+    old = {"kind": "atb_eval", "device": "cuda", "speedup": 1.01, "ci": [1.005, 1.015]}   # excludes 1.0 as stored
+    wide = render.ci_under_process_pair(old)
+    assert wide is not None and wide[0] < 1.0 < wide[1]
+    assert render.ci_under_process_pair({**old, "protocol_sha256": RELEASED["1.2.0"]}) == wide
+    current = load_protocol().sha256
+    assert render.ci_under_process_pair({**old, "protocol_sha256": current}) == [1.005, 1.015]   # already in it
+    if "cpu" not in load_protocol().statistics.process_pair_log_sd:
+        assert render.ci_under_process_pair({**old, "device": "cpu"}) == [1.005, 1.015]  # nothing declared for it
+    assert render.ci_under_process_pair({**old, "ci": None}) is None

@@ -82,12 +82,17 @@ def _collected(seed: int) -> SimpleNamespace:
 def test_kernel_path_is_bit_identical_to_the_replaced_round_ratios(case: int) -> None:
     from harness.evaluate import _estimate
 
+    from harness.stats import with_process_pair
+
     col = _collected(case)
     for num, den in (("baseline", "candidate"), ("start", "candidate"), ("start", "baseline")):
         old = _old_kernel_estimate(col, num, den, P)
-        new = _estimate(col, num, den, P)  # type: ignore[arg-type]
-        assert new is not None and old is not None
-        assert (new.ratio, new.ci_low, new.ci_high, new.n_pairs) == (old.ratio, old.ci_low, old.ci_high, old.n_pairs)
+        for backend in ("cpu", "cuda"):    # the bootstrap is the old one; a declared process-pair SD widens it
+            new = _estimate(col, num, den, P, backend)  # type: ignore[arg-type]
+            assert new is not None and old is not None
+            want = with_process_pair(old, P.statistics.process_pair_log_sd.get(backend, 0.0), P)
+            assert (new.ratio, new.ci_low, new.ci_high, new.n_pairs) == (want.ratio, want.ci_low, want.ci_high,
+                                                                         want.n_pairs)
 
 
 @pytest.mark.parametrize("case", range(6))
@@ -160,3 +165,59 @@ def test_no_pair_is_none_and_rounds_must_split_the_values() -> None:
             MeasurementSample(seed=1, values=[1.0, 2.0, 3.0], round_lengths=bad)
     with pytest.raises(ValueError):
         rounds_ratio({1: [[1.0]]}, {1: [[-1.0]]}, P)
+
+
+# ------------------------------------------------------------------ the process-pair component (protocol 1.3.0)
+def test_process_pair_component_widens_each_side_in_quadrature_and_keeps_the_ratio() -> None:
+    import math
+    from statistics import NormalDist
+
+    from harness.stats import with_process_pair
+
+    col = _collected(7)
+    bare = rounds_ratio({t.facts.seed: t.rounds for t in col.timed["baseline"]},
+                        {t.facts.seed: t.rounds for t in col.timed["candidate"]}, P)
+    assert bare is not None
+    sd = 0.01
+    wide = with_process_pair(bare, sd, P)
+    z = NormalDist().inv_cdf(0.975)
+    assert wide.ratio == bare.ratio and wide.n_pairs == bare.n_pairs
+    assert math.log(wide.ratio / wide.ci_low) == pytest.approx(math.hypot(math.log(bare.ratio / bare.ci_low), z * sd))
+    assert math.log(wide.ci_high / wide.ratio) == pytest.approx(math.hypot(math.log(bare.ci_high / bare.ratio), z * sd))
+    assert wide.ci_low < bare.ci_low and wide.ci_high > bare.ci_high
+    assert with_process_pair(bare, 0.0, P) == bare
+    # an interval with no spread at all still gets the pair's +-z*sd
+    point = with_process_pair(type(bare)(ratio=1.0, ci_low=1.0, ci_high=1.0, n_pairs=1), sd, P)
+    assert (point.ci_low, point.ci_high) == pytest.approx((math.exp(-z * sd), math.exp(z * sd)))
+
+
+def test_only_a_backend_the_protocol_declares_gets_the_component() -> None:
+    declared = P.statistics.process_pair_log_sd
+    col = _collected(3)
+    num = {t.facts.seed: t.rounds for t in col.timed["baseline"]}
+    den = {t.facts.seed: t.rounds for t in col.timed["candidate"]}
+    bare = rounds_ratio(num, den, P)
+    assert bare is not None
+    for backend in ("cpu", "cuda", "mlx"):
+        got = rounds_ratio(num, den, P, process_pair_backend=backend)
+        assert got is not None
+        if declared.get(backend, 0.0) > 0:
+            assert got.ci_low < bare.ci_low and got.ci_high > bare.ci_high and got.ratio == bare.ratio
+        else:
+            assert got == bare
+
+
+def test_stored_kernel_verdict_recomputes_with_its_backends_component_and_an_engine_set_without() -> None:
+    from harness.stats import with_process_pair
+
+    col = _collected(5)
+
+    def mset(arm: str, kind: str) -> MeasurementSet:
+        return MeasurementSet(session_id="s", device_sha256="a" * 64, protocol=P.ref(), task_id="t",
+                              subject_sha256="b" * 64, arm=arm, kind=kind,  # type: ignore[arg-type]
+                              samples=[MeasurementSample.from_rounds(t.facts.seed, t.rounds) for t in col.timed[arm]])
+    bare = measurement_set_ratio(mset("candidate", "kernel"), mset("baseline", "kernel"), P)
+    cuda = measurement_set_ratio(mset("candidate", "kernel"), mset("baseline", "kernel"), P, backend="cuda")
+    assert cuda == with_process_pair(bare, P.statistics.process_pair_log_sd.get("cuda", 0.0), P)
+    engine = measurement_set_ratio(mset("candidate", "engine"), mset("baseline", "engine"), P, backend="cuda")
+    assert engine == bare

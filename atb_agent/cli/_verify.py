@@ -55,7 +55,7 @@ def recompute(store: Any, verdict_id: str) -> dict[str, Any]:
     if cset.unit == "ns" and any(s.round_lengths is None for s in (*cset.samples, *bset.samples)):
         raise BadInput(f"verdict {verdict_id}'s samples were stored without round boundaries (before schema 3): "
                        "its per-round ratio cannot be recomputed")
-    est = measurement_set_ratio(cset, bset, proto)
+    est = measurement_set_ratio(cset, bset, proto, backend=store.device(cset.device_sha256).backend)
     stored = {"ratio": v.ratio, "ci_low": v.ci_low, "ci_high": v.ci_high}
     got = {"ratio": est.ratio, "ci_low": est.ci_low, "ci_high": est.ci_high}
     return {"verdict_id": v.id, "kind": v.kind, "unit": cset.unit, "protocol_version": v.protocol.version,
