@@ -10,7 +10,6 @@ raises gives a rejected result, never an exception.
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from harness.collect import Collected, Collector
 from harness.device import roofline_fraction
 from harness.errors import CandidateError, IncomparableError
 from harness.evidence import Evidence
+from harness.gates import decide_status, run_gates
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus, sha256_text
 from harness.session import MeasurementContext
 from harness.stats import RatioEstimate, median, rounds_ratio
@@ -78,37 +78,13 @@ class EvalResult(BaseModel):
 
 # ---------------------------------------------------------------------------------------- gates
 def run_gates_fail_closed(evidence: Evidence, protocol: Protocol) -> list[GateResult]:
-    """The gates helper's ``harness.gates.run_gates``; a missing or broken module fails closed."""
+    """:func:`harness.gates.run_gates`, failing closed: a gate that raises, or no result at all, can
+    never let a verdict be accepted."""
     try:
-        gates_mod = importlib.import_module("harness.gates")
-    except ImportError as exc:
-        return [GateResult(name="gates_unavailable", passed=False,
-                           detail=f"harness.gates could not be imported ({exc}); no verdict can be accepted")]
-    try:
-        results = list(gates_mod.run_gates(evidence, protocol))
-    except Exception as exc:  # noqa: BLE001 - a broken gate module must not accept anything
+        results = list(run_gates(evidence, protocol))
+    except Exception as exc:  # noqa: BLE001 - a broken gate must not accept anything
         return [GateResult(name="gates_error", passed=False, detail=f"run_gates raised {type(exc).__name__}: {exc}")]
     return results or [GateResult(name="gates_empty", passed=False, detail="run_gates returned no results")]
-
-
-def decide(gates: list[GateResult], evidence: Evidence, protocol: Protocol) -> tuple[VerdictStatus, str]:
-    """Accepted, rejected or quarantined, with the reason: the gates module's ``decide_status`` when
-    it exists (it owns the anomaly/quarantine rule), else reject anything not fully clean."""
-    try:
-        gates_mod = importlib.import_module("harness.gates")
-        decide_status = gates_mod.decide_status
-    except (ImportError, AttributeError):
-        decide_status = None
-    if decide_status is not None:
-        status, reason = decide_status(gates, evidence, protocol)
-        return status, reason
-    if evidence.failure is not None:
-        f = evidence.failure
-        return "rejected", f"{f.role} {f.kind}: {f.detail}"
-    failed = [g for g in gates if not g.passed]
-    if failed:
-        return "rejected", "; ".join(f"gate {g.name} failed: {g.detail}" for g in failed)
-    return "rejected", "no gates module decided this verdict (fail closed)"
 
 
 # ---------------------------------------------------------------------------------------- numbers
@@ -211,7 +187,7 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
         task_flops_source=cost.flops_source, forbidden_ops=list(t.meta.forbidden_ops),
         candidate_source=candidate_source, input_dtype=col.input_dtype)
     gates = run_gates_fail_closed(evidence, proto)
-    status, reason = decide(gates, evidence, proto)
+    status, reason = decide_status(gates, evidence, proto)
     correct = col.failure is None and col.correct and all(
         c.passed for c in col.comparisons if c.phase == "correctness")
     if status == "accepted" and not correct:

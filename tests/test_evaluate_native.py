@@ -3,7 +3,6 @@ gates; refused cross-session use. One measurement session is shared by the modul
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,11 +100,18 @@ def test_incorrect_and_input_mutating_candidates_are_rejected(store: SqliteStore
     assert any(c.aliases_input for c in ev.candidate_calls)
 
 
-def test_gates_fail_closed_when_the_module_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gates_fail_closed_when_a_gate_raises_or_none_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.evaluate as evaluate
+
     ev = Evidence(task_id="relu", backend="cpu")
-    monkeypatch.setitem(sys.modules, "harness.gates", None)
+
+    def broken(evidence: Evidence, protocol: object) -> list[object]:
+        raise RuntimeError("a gate broke")
+    monkeypatch.setattr(evaluate, "run_gates", broken)
     gates = run_gates_fail_closed(ev, P)
-    assert [g.name for g in gates] == ["gates_unavailable"] and not gates[0].passed
+    assert [g.name for g in gates] == ["gates_error"] and not gates[0].passed and "a gate broke" in gates[0].detail
+    monkeypatch.setattr(evaluate, "run_gates", lambda evidence, protocol: [])
+    assert [(g.name, g.passed) for g in run_gates_fail_closed(ev, P)] == [("gates_empty", False)]
 
 
 def test_refusals(store: SqliteStore, ctx: MeasurementContext, tmp_path: Path) -> None:

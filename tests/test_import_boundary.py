@@ -48,3 +48,15 @@ def test_the_checker_catches_a_planted_violation(tmp_path: Path) -> None:
     planted = tmp_path / "bad.py"
     planted.write_text("def f():\n    from atb_agent import cli\n")
     assert "atb_agent" in _imports(planted)
+
+
+def test_harness_exports_its_main_verbs_lazily() -> None:
+    import subprocess
+    import sys
+
+    import harness
+
+    for name in harness.__all__:
+        assert callable(getattr(harness, name)), name
+    code = "import sys, harness; assert 'torch' not in sys.modules and 'harness.evaluate' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
