@@ -123,3 +123,16 @@ def test_refusals(store: SqliteStore, ctx: MeasurementContext, tmp_path: Path) -
             evaluate_candidate("relu", load_task("relu").start_source(), store=other, session=ctx, protocol=P)
     finally:
         other.close()
+
+
+def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: MeasurementContext,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.evaluate as evaluate
+
+    def broken(evidence: Evidence, protocol: object) -> list[object]:
+        raise KeyboardInterrupt   # not an Exception: fail-closed does not swallow it, the evaluation aborts
+    monkeypatch.setattr(evaluate, "run_gates", broken)
+    before = set(ctx.workdir.glob("eval-*"))
+    with pytest.raises(KeyboardInterrupt):
+        _eval("relu", load_task("relu").start_source(), store, ctx)
+    assert set(ctx.workdir.glob("eval-*")) == before
