@@ -6,7 +6,7 @@ Two graphs are checked:
   ``if``/``try``/``with`` blocks and class bodies; ``if TYPE_CHECKING:`` blocks are left out). A cycle
   here makes import order matter and can fail with a partially initialised module.
 * ``with-lazy``: the same plus imports inside functions. A cycle here is a circle in the design that a
-  lazy import only hides (issue 18: ``harness/engines/search.py`` -> ``harness/search`` ->
+  lazy import only hides (issue 18 named one, since broken: ``harness/engines/search.py`` -> ``harness/search`` ->
   ``harness/search/_task.py`` -> back).
 
 An edge goes to the module an import names: ``from a.b import c`` is an edge to ``a.b.c`` when that
@@ -33,10 +33,6 @@ Graph = dict[str, set[str]]
 # (graph, the modules of the cycle's component) -> why it is still there. Every one closes only through
 # imports inside functions; the module-level graph has no cycle.
 KNOWN_CYCLES: dict[tuple[str, frozenset[str]], str] = {
-    ("with-lazy", frozenset({"harness.engines.search", "harness.search", "harness.search._task"})):
-        "issue 18: engines/search.run_engine_random_search imports harness.search.run_random_search, and "
-        "search/_task._engine_search imports engines.search.engine_evaluator (harness.search's __init__ "
-        "imports _task); the Subject refactor of harness/engines/ breaks the circle",
     ("with-lazy", frozenset({"atb_agent.campaign", "atb_agent.replay", "atb_agent.mcp._replay",
                              "atb_agent.mcp._campaign"})):
         "campaign imports replay's ReplayToolBox/RecordedEvaluator, replay imports mcp._replay.replay_call_log, "

@@ -37,20 +37,26 @@ def engine_evaluator(task: EngineTask, *, store: SqliteStore, session: HasSessio
 
 def run_engine_random_search(task: str | Path | EngineTask, *, store: SqliteStore, protocol: Protocol,
                              session: HasSessionId | str, budget: int, seed: int,
-                             campaign_id: str | None = None,
+                             campaign_id: str | None = None, preregistration_id: str | None = None,
+                             arm: str | None = None, backend: str | None = None,
                              on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None,
                              progress: Callable[[str], None] | None = None) -> Any:
-    """Seeded random search over an engine task's flags through the campaign recorder; returns the
-    stored ``CampaignSummary`` (see :func:`harness.search.run_random_search` for what it raises)."""
-    from harness.search import run_random_search
+    """Seeded random search over an engine task's flags, in an open engine session, through the
+    campaign recorder; returns the stored ``CampaignSummary`` (see
+    :func:`harness.search.run_random_search` for what it raises). The one engine path of random
+    search: ``harness.search.random_search_task`` opens the session and calls this. ``backend``, when
+    given, is recorded in the campaign's config (a resume is checked against it)."""
+    from harness.search._run import run_random_search
 
     t = task if isinstance(task, EngineTask) else load_engine_task(task)
+    config: dict[str, Any] = {"backend": backend} if backend is not None else {}
+    config.update({"engine": t.engine, "task_sha256": t.sha256})
     return run_random_search(task_id=t.id, kind="engine", space=t.flag_space(), render=render_candidate,
                              evaluate=engine_evaluator(t, store=store, session=session, protocol=protocol,
                                                        progress=progress),
                              store=store, protocol=protocol, session_id=session_id_of(session), budget=budget,
-                             seed=seed, campaign_id=campaign_id, on_iteration=on_iteration,
-                             config={"engine": t.engine, "task_sha256": t.sha256})
+                             seed=seed, campaign_id=campaign_id, preregistration_id=preregistration_id, arm=arm,
+                             on_iteration=on_iteration, config=config)
 
 
 # The workspace file an LLM tuner writes its flag configuration to (its `set_flags`-style submission).

@@ -68,7 +68,7 @@ def _engine_search(task: str, *, store: SqliteStore, protocol: Protocol, budget:
                    on_iteration: Callable[[int, dict[str, Any], Any], None] | None) -> CampaignSummary:
     """Random search over an engine task's flag space, each trial through the engine harness."""
     from harness.engines.evaluate import render_candidate
-    from harness.engines.search import engine_evaluator
+    from harness.engines.search import run_engine_random_search
     from harness.engines.session import open_engine_session
     from harness.engines.task import load_engine_task
 
@@ -83,12 +83,11 @@ def _engine_search(task: str, *, store: SqliteStore, protocol: Protocol, budget:
         if prior is not None:
             return prior
     session = open_engine_session(store, protocol, backend, note=f"random search on {t.id}")
-    return run_random_search(
-        task_id=t.id, kind="engine", space=t.flag_space(), render=render_candidate,
-        evaluate=engine_evaluator(t, store=store, session=session.session_id, protocol=protocol),
-        store=store, protocol=protocol, session_id=session.session_id, budget=budget, seed=seed,
-        campaign_id=campaign_id, preregistration_id=preregistration_id, arm=arm,
-        config={"backend": backend, "engine": t.engine, "task_sha256": t.sha256}, on_iteration=on_iteration)
+    summary: CampaignSummary = run_engine_random_search(
+        t, store=store, protocol=protocol, session=session.session_id, budget=budget, seed=seed,
+        campaign_id=campaign_id, preregistration_id=preregistration_id, arm=arm, backend=backend,
+        on_iteration=on_iteration)
+    return summary
 
 
 def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,
