@@ -41,8 +41,6 @@ KNOWN_CYCLES: dict[tuple[str, frozenset[str]], str] = {
     ("with-lazy", frozenset({"harness.store._open", "harness.store._postgres", "harness.store._pg_schema"})):
         "_open.open_store imports _postgres.PostgresStore, which imports _open.pg_dsn and _pg_schema's helpers; "
         "_pg_schema imports _postgres's PG_MAX_SEQ_SQL, CHAIN_LOCK and schema_pg_sql",
-    ("with-lazy", frozenset({"harness.store._sqlite", "harness.store._verify"})):
-        "_sqlite imports _verify at the top; _verify imports _sqlite.schema_sql and translate inside functions",
 }
 
 

@@ -327,7 +327,7 @@ def test_replace_or_upsert_of_a_stored_verdict_is_refused(store_backend: Backend
 
 def test_replace_is_refused_on_every_key_of_every_table(store_backend: Backend, session: str) -> None:
     """Every table with a stored row, every PRIMARY KEY / UNIQUE key: re-inserting the row is refused."""
-    from harness.store._sqlite import unique_keys
+    from harness.store._sqlite_schema import unique_keys
 
     b = store_backend
     dev, c, s = _pair(b, session)

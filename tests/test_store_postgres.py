@@ -223,7 +223,7 @@ def test_every_sqlite_rule_has_its_postgres_twin() -> None:
     import re
 
     from harness.store._postgres import schema_pg_sql
-    from harness.store._sqlite import schema_sql
+    from harness.store._sqlite_schema import schema_sql
 
     rules = lambda sql: set(re.findall(r"atb_rule:([a-z_]+):", sql))  # noqa: E731
     missing = rules(schema_sql()) - rules(schema_pg_sql())
@@ -233,7 +233,7 @@ def test_every_sqlite_rule_has_its_postgres_twin() -> None:
 def test_tables_and_columns_match_the_sqlite_schema(pg_db: str) -> None:
     from harness.store._chain import CHAINED_TABLES
     from harness.store._postgres import PostgresStore
-    from harness.store._sqlite import unique_keys
+    from harness.store._sqlite_schema import unique_keys
     from harness.store._verify import reference_database
 
     mem = reference_database()

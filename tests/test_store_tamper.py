@@ -34,7 +34,7 @@ from harness.store import (
     verify_path,
 )
 from harness.store._chain import CHAINED_TABLES, head, insert_chained, row_hash
-from harness.store._sqlite import unique_keys
+from harness.store._sqlite_schema import unique_keys
 from test_campaign_support import PROTO, REF, SEEDS, build_campaign, make_verdict, open_session
 
 ALL_PASS = [{"name": n, "passed": True, "detail": ""} for n in gate_names()]

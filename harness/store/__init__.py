@@ -1,7 +1,8 @@
 """The results store. SQLite is the embedded default; the rules live in the database schema."""
 
 from harness.store._errors import IngestRejected, NotFound, StoreError, StoreSchemaVersionError, StoreTampered
-from harness.store._sqlite import SqliteStore, connect, schema_sql
+from harness.store._sqlite import SqliteStore, connect
+from harness.store._sqlite_schema import schema_sql
 from harness.store._verify import SCHEMA_VERSION, StoreProblem, StoreVerification, verify_path
 from harness.store._protocol import ResultStore
 from harness.store._open import open_store, store_kind

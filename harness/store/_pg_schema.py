@@ -46,7 +46,7 @@ def reference_specs() -> dict[str, list[ColumnSpec]]:
 
 
 def _stamped() -> tuple[str, ...]:
-    from harness.store._sqlite import STAMPED_TABLES
+    from harness.store._sqlite_schema import STAMPED_TABLES
 
     return tuple(STAMPED_TABLES)
 
@@ -57,7 +57,7 @@ def _id_column(table: str) -> str | None:
 
 
 def _chain_function(table: str) -> str:
-    from harness.store._sqlite import _KEYS_WITH_THEIR_OWN_RULE, unique_keys
+    from harness.store._sqlite_schema import _KEYS_WITH_THEIR_OWN_RULE, unique_keys
 
     keys = [cols for cols in unique_keys()[table] if cols not in _KEYS_WITH_THEIR_OWN_RULE.get(table, ())]
     idc = _id_column(table)

@@ -89,7 +89,7 @@ def _split_statements(script: str) -> list[str]:
 
 
 def schema_statements() -> list[str]:
-    from harness.store._sqlite import schema_sql
+    from harness.store._sqlite_schema import schema_sql
 
     return _split_statements(schema_sql())
 
@@ -189,7 +189,7 @@ def _rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[int, str, dict
 
 
 def _rule_of(exc: sqlite3.Error) -> str:
-    from harness.store._sqlite import translate
+    from harness.store._sqlite_schema import translate
 
     err = translate(exc)
     rule = getattr(err, "rule", None)
