@@ -38,9 +38,6 @@ KNOWN_CYCLES: dict[tuple[str, frozenset[str]], str] = {
         "campaign imports replay's ReplayToolBox/RecordedEvaluator, replay imports mcp._replay.replay_call_log, "
         "mcp._replay imports mcp._campaign at the top, and mcp._campaign imports campaign.HarnessServices and "
         "task_brief",
-    ("with-lazy", frozenset({"harness.store._open", "harness.store._postgres", "harness.store._pg_schema"})):
-        "_open.open_store imports _postgres.PostgresStore, which imports _open.pg_dsn and _pg_schema's helpers; "
-        "_pg_schema imports _postgres's PG_MAX_SEQ_SQL, CHAIN_LOCK and schema_pg_sql",
 }
 
 

@@ -222,7 +222,7 @@ def test_every_sqlite_rule_has_its_postgres_twin() -> None:
     schema_pg.sql fails here, naming the rule."""
     import re
 
-    from harness.store._postgres import schema_pg_sql
+    from harness.store._pg_schema import schema_pg_sql
     from harness.store._sqlite_schema import schema_sql
 
     rules = lambda sql: set(re.findall(r"atb_rule:([a-z_]+):", sql))  # noqa: E731

@@ -35,11 +35,6 @@ def sqlite_path(url: str | Path) -> Path:
     return Path(text[len("sqlite:///"):]) if text.startswith("sqlite:///") else Path(text)
 
 
-def pg_dsn(url: str) -> str:
-    """A libpq DSN from a PostgreSQL URL (``postgresql+psycopg://`` is accepted as SQLAlchemy writes it)."""
-    return "postgresql://" + url.split("://", 1)[1]
-
-
 def open_store(url: str | Path | None = None) -> ResultStore:
     """Open (creating its schema if needed) the store ``url`` names; ``None`` is ./atb.sqlite.
 
@@ -56,4 +51,4 @@ def open_store(url: str | Path | None = None) -> ResultStore:
     return SqliteStore(sqlite_path(target))
 
 
-__all__ = ["StoreKind", "open_store", "pg_dsn", "sqlite_path", "store_kind"]
+__all__ = ["StoreKind", "open_store", "sqlite_path", "store_kind"]

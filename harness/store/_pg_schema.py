@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from harness.store._chain import CHAINED_TABLES, ColumnSpec, column_specs
+from harness.store._chain import CHAINED_TABLES, MAX_SEQ_SQL, ColumnSpec, column_specs
 
 if TYPE_CHECKING:
     from harness.store._verify import StoreVerification
@@ -21,16 +22,16 @@ _RULE_TABLES = ("verdicts", "measurement_sets", "measurements", "quarantine_revi
                 "campaign_outcomes", "protocols", "expected_gates", "campaigns")
 
 
-def _max_seq() -> str:
-    from harness.store._postgres import PG_MAX_SEQ_SQL
+# One lock id for the whole store (an arbitrary constant: "atbchain" in ASCII, as a signed int64).
+CHAIN_LOCK = 0x6174_6263_6861_696E
 
-    return PG_MAX_SEQ_SQL
+# PostgreSQL 15 wants an alias on a subquery in FROM (SQLite and PostgreSQL 16 do not).
+PG_MAX_SEQ_SQL = MAX_SEQ_SQL + " AS chain"
 
 
-def _lock_id() -> int:
-    from harness.store._postgres import CHAIN_LOCK
-
-    return CHAIN_LOCK
+def schema_pg_sql() -> str:
+    """``schema_pg.sql`` plus the generated per-table triggers (stamp, append-only, chain)."""
+    return resources.files("harness.store").joinpath("schema_pg.sql").read_text() + generated_sql()
 
 
 @lru_cache(maxsize=1)
@@ -68,11 +69,11 @@ def _chain_function(table: str) -> str:
     return f"""
 CREATE OR REPLACE FUNCTION atb_chain_{table}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock({_lock_id()});
+    PERFORM pg_advisory_xact_lock({CHAIN_LOCK});
     IF {dup} THEN
         RAISE EXCEPTION 'atb_rule:duplicate_key: a {table} row with this key is already stored (upserts are refused: rows are never replaced)';
     END IF;
-    IF NEW.chain_seq IS NOT NULL AND NEW.chain_seq IS DISTINCT FROM ({_max_seq()}) + 1 THEN
+    IF NEW.chain_seq IS NOT NULL AND NEW.chain_seq IS DISTINCT FROM ({PG_MAX_SEQ_SQL}) + 1 THEN
         RAISE EXCEPTION 'atb_rule:chain_order: {table} row must take the next chain_seq (1 + the largest stored)';
     END IF;
     RETURN NEW;
@@ -85,7 +86,7 @@ def _fill_id_function(table: str, col: str) -> str:
     return f"""
 CREATE OR REPLACE FUNCTION atb_fill_id_{table}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock({_lock_id()});
+    PERFORM pg_advisory_xact_lock({CHAIN_LOCK});
     IF NEW.{col} IS NULL THEN
         NEW.{col} := (SELECT coalesce(max({col}), 0) + 1 FROM {table});
     END IF;
@@ -139,8 +140,6 @@ _FUNC_RE = re.compile(r"CREATE OR REPLACE FUNCTION (\w+)\(.*?\$\$(.*?)\$\$", re.
 
 def expected_functions() -> dict[str, str]:
     """Every function of the schema and its body as PostgreSQL stores it (``pg_proc.prosrc``)."""
-    from harness.store._postgres import schema_pg_sql
-
     return {m.group(1): m.group(2) for m in _FUNC_RE.finditer(schema_pg_sql())}
 
 

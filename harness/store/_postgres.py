@@ -27,11 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from harness.store._chain import CHAINED_TABLES, GENESIS, MAX_SEQ_SQL, ColumnSpec, build_row, row_at, row_hash
+from harness.store._chain import CHAINED_TABLES, GENESIS, ColumnSpec, build_row, row_at, row_hash
 from harness.store._errors import IngestRejected, StoreError, StoreSchemaVersionError, StoreTampered
+from harness.store._pg_schema import CHAIN_LOCK, PG_MAX_SEQ_SQL, schema_pg_sql
 from harness.store._sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -39,13 +39,12 @@ if TYPE_CHECKING:
 
     from harness.store._verify import StoreVerification
 
-# One lock id for the whole store (an arbitrary constant: "atbchain" in ASCII, as a signed int64).
-CHAIN_LOCK = 0x6174_6263_6861_696E
 _RULE_RE = re.compile(r"atb_rule:(?P<rule>[a-z_]+): (?P<msg>[^\n]*)")
 
 
-# PostgreSQL 15 wants an alias on a subquery in FROM (SQLite and PostgreSQL 16 do not).
-PG_MAX_SEQ_SQL = MAX_SEQ_SQL + " AS chain"
+def pg_dsn(url: str) -> str:
+    """A libpq DSN from a PostgreSQL URL (``postgresql+psycopg://`` is accepted as SQLAlchemy writes it)."""
+    return "postgresql://" + url.split("://", 1)[1]
 
 
 _HEAD_SQL = "SELECT chain_seq, row_hash, t FROM (" + " UNION ALL ".join(
@@ -214,14 +213,6 @@ def insert_chained_pg(x: PgExecutor, table: str, row: dict[str, Any], specs: lis
     return seq + 1, digest
 
 
-# ---------------------------------------------------------------------- schema
-def schema_pg_sql() -> str:
-    """``schema_pg.sql`` plus the generated per-table triggers (stamp, append-only, chain)."""
-    from harness.store._pg_schema import generated_sql
-
-    return resources.files("harness.store").joinpath("schema_pg.sql").read_text() + generated_sql()
-
-
 def redact(url: str) -> str:
     if "@" not in url:
         return url
@@ -241,8 +232,6 @@ class PostgresStore(SqliteStore):
             import psycopg
         except ImportError as exc:
             raise StoreError("the PostgreSQL store needs psycopg 3: pip install 'psycopg[binary]'") from exc
-        from harness.store._open import pg_dsn
-
         self.url = url
         self.path = redact(url)  # type: ignore[assignment]
         try:
@@ -433,5 +422,5 @@ class PostgresStore(SqliteStore):
 _DUPLICATE_RULES = ("duplicate_key", "duplicate")
 
 
-__all__ = ["CHAIN_LOCK", "PG_MAX_SEQ_SQL", "PgExecutor", "PgRow", "PostgresStore", "head", "insert_chained_pg", "pg_sql",
-           "schema_pg_sql", "translate_pg"]
+__all__ = ["CHAIN_LOCK", "PG_MAX_SEQ_SQL", "PgExecutor", "PgRow", "PostgresStore", "head", "insert_chained_pg", "pg_dsn",
+           "pg_sql", "schema_pg_sql", "translate_pg"]
