@@ -11,8 +11,8 @@ from typing import Any
 
 _EXPORTS = {
     "run_campaign": "atb_agent.campaign",
-    "CampaignServices": "atb_agent.campaign",
-    "HarnessServices": "atb_agent.campaign",
+    "CampaignServices": "atb_agent.services",
+    "HarnessServices": "atb_agent.services",
     "Tuner": "atb_agent.tuners",
     "TunerIdentity": "atb_agent.tuners",
     "TuningEnvironment": "atb_agent.tuners",

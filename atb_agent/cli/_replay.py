@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from atb_agent.campaign import HarnessServices
+    from atb_agent.services import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.replay import replay_transcript
     from atb_agent._engine_support import load_campaign_task
@@ -85,7 +85,7 @@ def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
     """``atb replay MCP_LOG``: re-execute an MCP call log's tool calls in a fresh sandbox and measure every
     submission again (there is no recorded measurement to serve: the point is the verdict sequence)."""
     from atb_agent._engine_support import load_campaign_task
-    from atb_agent.campaign import HarnessServices
+    from atb_agent.services import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.mcp import McpLogError, read_call_log
     from atb_agent.replay import replay_mcp_log

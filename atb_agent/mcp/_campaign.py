@@ -104,7 +104,7 @@ class McpCampaign:
                  backend: str = "cpu", sandbox_backend: str = "auto", resume: str | None = None,
                  transport: str = "stdio", services: Any = None) -> None:
         from atb_agent._engine_support import load_campaign_task
-        from atb_agent.campaign import HarnessServices, task_brief
+        from atb_agent.services import HarnessServices, task_brief
         from harness.campaigns import CampaignRecorder, get_outcome
         from harness.store import SqliteStore
         from protocol import load_protocol
