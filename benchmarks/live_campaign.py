@@ -368,9 +368,12 @@ def render_engine(doc: dict[str, Any]) -> str:
 
 
 def render(doc: dict[str, Any]) -> str:
+    loads = (doc["before"]["load_average"][0], doc["after_load_average"][0])
+    shared = max(loads) > float(doc["before"]["cpus"] or 1)
     head = (f"Machine: {doc['before']['machine']}, {doc['before']['cpus']} CPUs; load average "
-            f"{doc['before']['load_average'][0]:.2f} before, {doc['after_load_average'][0]:.2f} after "
-            "(other work shared the machine: wall times are noisy; routes and verdict reasons are not).")
+            f"{loads[0]:.2f} before, {loads[1]:.2f} after "
+            + ("(other work shared the machine: wall times are noisy; routes and verdict reasons are not)."
+               if shared else "(no more than the study itself kept the cores busy)."))
     ms = doc["before"].get("model_server") or {}
     model = (f"The LLM arm is **{ms.get('about', 'SmolLM2-135M')}, a 135M model served locally** by llama-server "
              f"(`{' '.join(str(ms.get('server_version', '')).split())}`), GGUF SHA-256 `{ms.get('gguf_sha256', '')}`, "
