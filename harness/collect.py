@@ -147,7 +147,8 @@ class Collector:
     def _tolerances(self) -> dict[str, dict[str, float]]:
         """The protocol's tolerances per dtype with the task's overrides applied (the reference child
         compares with these)."""
-        tols = {name: t.model_dump() for name, t in self.protocol.correctness.tolerances.items()}
+        tols: dict[str, dict[str, float]] = {str(name): t.model_dump()
+                                             for name, t in self.protocol.correctness.tolerances.items()}
         for name, o in (self.task.meta.tolerance or {}).items():
             tols[name] = {"atol": o.atol, "rtol": o.rtol, "rel_l2": o.rel_l2}
         return tols

@@ -115,13 +115,13 @@ def prepare_model(task: EngineTask) -> PreparedModel:
     if ref.kind == "path":
         from harness.engines.llamacpp_model import gguf_sha256, resolve_model_path
 
-        path = resolve_model_path(ref.path) if ref.path else ""      # "{cache}/models/..." -> the cache root
-        if not path or not Path(path).exists():
+        model_path = resolve_model_path(ref.path) if ref.path else ""   # "{cache}/models/..." -> the cache root
+        if not model_path or not Path(model_path).exists():
             raise EngineTaskError(f"engine task {task.id}: model path {ref.path!r} does not exist")
-        if path.endswith(".gguf") and Path(path).is_file():
-            return PreparedModel(arg=path, sha256=gguf_sha256(Path(path)))
-        st = Path(path).stat()
-        return PreparedModel(arg=path, sha256=sha256_text(f"path:{Path(path).resolve()}:{st.st_size}"))
+        if model_path.endswith(".gguf") and Path(model_path).is_file():
+            return PreparedModel(arg=model_path, sha256=gguf_sha256(Path(model_path)))
+        st = Path(model_path).stat()
+        return PreparedModel(arg=model_path, sha256=sha256_text(f"path:{Path(model_path).resolve()}:{st.st_size}"))
     if not ref.name:
         raise EngineTaskError(f"engine task {task.id}: a hub model needs a name")
     return PreparedModel(arg=ref.name, sha256=sha256_text(f"hub:{ref.name}"))

@@ -42,7 +42,7 @@ from harness.runner import _share  # noqa: E402
 from harness.timing import _cpu  # noqa: E402
 from harness.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.timing._clock import time_functions_intact  # noqa: E402
-from harness.runner._serve import serve  # noqa: E402
+from harness.runner._serve import Handler, serve  # noqa: E402
 
 BACKEND: str = CONFIG["backend"]
 # this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
@@ -107,8 +107,8 @@ def _harness_globals() -> dict[str, Any]:
                      "_current_stream"):
             found[f"CudaTimer.{attr}"] = getattr(_CUDA_TIMER, attr, None)
         for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events", "_refill"):
-            fn = getattr(type(_CUDA_TIMER), meth, None)
-            found[f"CudaTimer.{meth}.__code__"] = getattr(fn, "__code__", None)
+            method = getattr(type(_CUDA_TIMER), meth, None)
+            found[f"CudaTimer.{meth}.__code__"] = getattr(method, "__code__", None)
     return found
 
 
@@ -762,7 +762,7 @@ def _brief(exc: BaseException) -> str:
     return text[-2000:]
 
 
-_HANDLERS = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
+_HANDLERS: dict[str, Handler] = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
              "finish_seed": _cmd_finish_seed, "capture": _cmd_capture, "check": _cmd_check,
              "release": _cmd_release, "reshare": _cmd_reshare,
              "reuse_probe": _cmd_reuse_probe, "integrity": _cmd_integrity, "fingerprint": _cmd_fingerprint,
