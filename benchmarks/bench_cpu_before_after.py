@@ -151,6 +151,7 @@ def _store_fields(db: Path) -> dict[str, Any]:
                   for r in rows]
     return {
         "n_verdicts": n,
+        "per_verdict_phase_s": [json.loads(r[2] or "{}").get("phase_s") or {} for r in rows],
         "confinement": conf,
         "all_confined": bool(n) and all(k.split(": ", 1)[-1].startswith("bwrap:") for k in conf)
         if not any(k.startswith("no confinement") for k in conf) else None,
@@ -233,6 +234,31 @@ def _summarise(recs: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
             "median_non_timing_phases_s": _median([r["store"].get("median_non_timing_phases_s") for r in rs
                                                    if r.get("store")]),
         }
+    # per evaluation (verdicts are stored in evaluation order): where the wall time went. "timing_minus_bare"
+    # is the harness's own work inside the timing phase; "other" is the wall time outside the four phases.
+    parts: dict[str, dict[str, list[float]]] = {lab: {} for lab in labels}
+    for r in ok:
+        phs = (r.get("store") or {}).get("per_verdict_phase_s")
+        evs = r["bench"]["per_eval"]
+        if not phs or len(phs) != len(evs):
+            continue
+        for e, ph in zip(evs, phs):
+            got = {"eval_wall_s": e["eval_wall_s"], "bare_timed_s": e["bare_timed_s"],
+                   "timing_phase_s": ph.get("timing"), "load_phase_s": ph.get("load"),
+                   "correctness_phase_s": ph.get("correctness"), "integrity_phase_s": ph.get("integrity"),
+                   "outside_phases_s": e["eval_wall_s"] - sum(ph.values()),
+                   "timing_minus_bare_s": None if ph.get("timing") is None else ph["timing"] - e["bare_timed_s"]}
+            for k, v in got.items():
+                if v is not None:
+                    parts[r["label"]].setdefault(k, []).append(v)
+    decomposition = {k: {"n": {lab: len(parts[lab].get(k, [])) for lab in labels},
+                         "median": {lab: _median(parts[lab].get(k, [])) for lab in labels},
+                         "mean": {lab: statistics.fmean(parts[lab][k]) if parts[lab].get(k) else None
+                                  for lab in labels}}
+                     for k in sorted({k for lab in labels for k in parts[lab]})}
+    for v in decomposition.values():
+        ma, mb = v["mean"][a_lab], v["mean"][b_lab]
+        v[f"mean_diff_{b_lab}_minus_{a_lab}"] = None if ma is None or mb is None else mb - ma
     blocks = []
     for blk in sorted({r["idx"] // len(ABBA) for r in ok}):
         rs = [r for r in ok if r["idx"] // len(ABBA) == blk]
@@ -263,7 +289,7 @@ def _summarise(recs: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
                 per_task.setdefault(e["task"], {}).setdefault(lab, []).append(e["eval_wall_s"])
     task_ratios = {t: _ratio(_median(v.get(b_lab, [])), _median(v.get(a_lab, []))) for t, v in sorted(per_task.items())}
     return {"labels": {"A (denominator)": a_lab, "B": b_lab}, "order": "ABBA blocks", "per_label": per_label,
-            "per_block": blocks, "overall": overall, "per_task_eval_wall_ratio": task_ratios,
+            "per_block": blocks, "overall": overall, "per_eval_decomposition_s": decomposition, "per_task_eval_wall_ratio": task_ratios,
             "n_runs_ok": len(ok), "n_runs_failed": len([r for r in recs if r.get("rc") != 0])}
 
 
@@ -319,6 +345,12 @@ def main() -> int:
         done[idx] = rec
         print(_row(rec), flush=True)
     recs = [done[i] for i, _ in schedule if i in done]
+    for r in recs:  # re-read each finished run's store (if still there) so that a newer summary sees every field
+        if r.get("rc") == 0 and Path(r["db"]).exists():
+            try:
+                r["store"] = _store_fields(Path(r["db"]))
+            except (sqlite3.Error, ValueError) as e:
+                r["store"] = {"error": repr(e)}
     summary = _summarise(recs, labels)
     result = {"created_at": _utc(), "driver": "benchmarks/bench_cpu_before_after.py",
               "arms": {lab: str(tree) for lab, tree in arms}, "blocks": args.blocks, "tasks": args.tasks, "work": str(args.work),
