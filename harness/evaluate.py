@@ -14,14 +14,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness.collect import Collected, Collector
 from harness.device import roofline_fraction
 from harness.errors import CandidateError, IncomparableError
 from harness.evidence import Evidence
 from harness.gates import decide_status, run_gates
-from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus, sha256_text
+from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
+from harness.result import VerdictResult
 from harness.session import MeasurementContext
 from harness.stats import RatioEstimate, median, rounds_ratio
 from harness.store import SqliteStore
@@ -32,31 +33,15 @@ BASELINE_LABEL = "eager-reference"
 EAGER_START_LABEL = "start:eager-reference"
 
 
-class EvalResult(BaseModel):
-    """What ``atb eval`` prints. ``speedup`` is baseline time / candidate time against eager."""
+class EvalResult(VerdictResult):
+    """What ``atb eval`` prints: :class:`harness.result.VerdictResult` (``speedup`` is baseline time /
+    candidate time against eager) plus the kernel's own fields."""
 
-    model_config = ConfigDict(frozen=True)
-    verdict: VerdictStatus
-    correct: bool
-    gates: list[GateResult]
-    speedup: float | None = None
-    speedup_ci: tuple[float, float] | None = None
-    speedup_vs_start: float | None = None
     speedup_vs_start_ci: tuple[float, float] | None = None
-    strawman: bool = False
     start_over_eager: float | None = None
-    roofline_fraction: float | None = None
-    device: str
     device_sha256: str
-    seeds: list[int] = Field(default_factory=list)
     correctness_seeds: list[int] = Field(default_factory=list)
     init_seed: int = 0
-    protocol_sha256: str
-    candidate_sha256: str
-    verdict_id: str
-    reason: str = ""
-    usable_ci: bool = False
-    task_id: str
     baseline_label: str = BASELINE_LABEL
     start_label: str = ""
     timing_method: str = ""

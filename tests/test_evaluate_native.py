@@ -136,3 +136,16 @@ def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: 
     with pytest.raises(KeyboardInterrupt):
         _eval("relu", load_task("relu").start_source(), store, ctx)
     assert set(ctx.workdir.glob("eval-*")) == before
+
+
+def test_kernel_and_engine_results_share_one_shape() -> None:
+    """Campaigns, search and reports read one set of fields whichever subject was measured."""
+    from harness.engines.evaluate import EngineEvalResult
+    from harness.result import VerdictResult
+
+    shared = set(VerdictResult.model_fields)
+    assert issubclass(EvalResult, VerdictResult) and issubclass(EngineEvalResult, VerdictResult)
+    assert shared <= set(EvalResult.model_fields) and shared <= set(EngineEvalResult.model_fields)
+    for name in shared:   # neither subject redefines a shared field
+        base = repr(VerdictResult.model_fields[name])
+        assert repr(EvalResult.model_fields[name]) == base and repr(EngineEvalResult.model_fields[name]) == base, name

@@ -26,6 +26,7 @@ from harness.engines.session import HasSessionId, session_id_of
 from harness.engines.task import EngineTask, load_engine_task
 from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
+from harness.result import VerdictResult
 from harness.stats import rounds_ratio
 from harness.store import SqliteStore
 from protocol import Protocol, ProtocolRef, load_protocol
@@ -34,27 +35,11 @@ BASELINE_LABEL = "engine-default"
 UNIT: Literal["requests_per_s"] = "requests_per_s"
 
 
-class EngineEvalResult(BaseModel):
-    """The ``atb engine eval`` fields: those of the kernel ``EvalResult`` plus the engine's own."""
+class EngineEvalResult(VerdictResult):
+    """The ``atb engine eval`` fields: :class:`harness.result.VerdictResult` (``speedup`` is candidate /
+    default requests per second) plus the engine's own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    verdict: Literal["accepted", "rejected", "quarantined"]
-    correct: bool
-    gates: list[GateResult]
-    speedup: float | None = Field(default=None, description="candidate / default requests per second")
-    speedup_ci: tuple[float, float] | None = None
-    speedup_vs_start: float | None = None
-    strawman: bool = False
-    roofline_fraction: float | None = None
-    device: str
-    seeds: list[int]
-    protocol_sha256: str
-    candidate_sha256: str
-    verdict_id: str
-    reason: str = ""
-    usable_ci: bool = False
-    task_id: str
     engine: str
     config: dict[str, Any] = Field(default_factory=dict)
     baseline_label: str = BASELINE_LABEL
