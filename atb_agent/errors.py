@@ -6,9 +6,13 @@ an internal failure (exit 1).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class AgentError(Exception):
     """Base class of agent-side errors a user can act on."""
+
+    user_fixable: ClassVar[bool] = True   # the CLI prints it in one line and exits 2
 
 
 class MissingApiKeyError(AgentError):

@@ -25,7 +25,7 @@ from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdi
 from harness.result import VerdictResult
 from harness.session import MeasurementContext
 from harness.stats import RatioEstimate, median, rounds_ratio
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from harness.tasks import Task, begin_cost, load_task
 from protocol import Protocol
 
@@ -94,7 +94,7 @@ def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id:
 
 
 # ---------------------------------------------------------------------------------------- evaluate
-def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store: SqliteStore,
+def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store: ResultStore,
                        session: MeasurementContext, protocol: Protocol | None = None,
                        prespawn_next: bool = True) -> EvalResult:
     """Measure one candidate against the task's eager reference and starting candidate.

@@ -19,7 +19,7 @@ from harness.device import (available, ceilings_from_facts, cuda_driver_present,
 from harness.errors import DeviceUnavailableError, HarnessError
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
 from harness.runner import Role, Worker, WorkerDied
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from protocol import Protocol, load_protocol
 
 
@@ -48,7 +48,7 @@ class MeasurementContext:
     Use as a context manager, or call :meth:`close`, to stop the workers.
     """
 
-    def __init__(self, store: SqliteStore, backend: Backend, protocol: Protocol, session_id: str,
+    def __init__(self, store: ResultStore, backend: Backend, protocol: Protocol, session_id: str,
                  fingerprint: DeviceFingerprint, ceilings: DeviceCeilings | None, workdir: Path,
                  reference: Worker, start: Worker | None = None, spare: Worker | None = None) -> None:
         self.store = store
@@ -136,7 +136,7 @@ def close_workers(workers: list[Worker]) -> None:
         t.join()
 
 
-def best_ceilings(store: SqliteStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:
+def best_ceilings(store: ResultStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:
     """This session's measurement, raised to the best ever stored for the same device fingerprint.
 
     A ceiling is what the device can do; a measurement on a busy host only ever under-reads it, so
@@ -153,7 +153,7 @@ def best_ceilings(store: SqliteStore, device_sha256: str, measured: DeviceCeilin
                           method=f"{measured.method}; max with {n} earlier session(s) on this device")
 
 
-def open_measurement_session(store: SqliteStore, backend: Backend, protocol: Protocol | None = None,
+def open_measurement_session(store: ResultStore, backend: Backend, protocol: Protocol | None = None,
                              note: str = "", start_arm: bool = True) -> MeasurementContext:
     """Start the reference worker, fingerprint the device, open a store session, get ceilings.
 

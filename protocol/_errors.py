@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class ProtocolError(Exception):
     """Base class of every protocol problem."""
+
+    user_fixable: ClassVar[bool] = True   # the CLI prints it in one line and exits 2
 
 
 class ProtocolFileError(ProtocolError):

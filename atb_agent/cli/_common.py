@@ -20,22 +20,11 @@ class BadInput(Exception):
     user_fixable: ClassVar[bool] = True
 
 
-def _unmarked_user_errors() -> tuple[type[BaseException], ...]:
-    """User-fixable error classes that do not carry the marker (yet).
-
-    TODO(lead): set ``user_fixable = True`` on ``protocol.ProtocolError`` and ``atb_agent.errors.AgentError``
-    and drop them from here; ``FileNotFoundError`` is Python's own and stays.
-    """
-    from atb_agent.errors import AgentError
-    from protocol import ProtocolError
-
-    return ProtocolError, AgentError, FileNotFoundError
-
-
 def is_user_fixable(exc: BaseException) -> bool:
     """Whether ``exc`` is an error the user can fix: its class (or a base) sets ``user_fixable = True``
-    (HarnessError, SandboxError, TranscriptError, BadInput and all their subclasses)."""
-    return getattr(type(exc), "user_fixable", False) is True or isinstance(exc, _unmarked_user_errors())
+    (HarnessError, ProtocolError, AgentError, SandboxError, TranscriptError, BadInput and all their
+    subclasses), or it is Python's own ``FileNotFoundError`` (a path the user gave)."""
+    return getattr(type(exc), "user_fixable", False) is True or isinstance(exc, FileNotFoundError)
 
 
 def classify(exc: BaseException) -> tuple[int, str]:

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 import time as _time
-from typing import TYPE_CHECKING, cast
 
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
-
-if TYPE_CHECKING:
-    from harness.store import SqliteStore
-
 
 _T0 = _time.monotonic()
 
@@ -83,9 +78,7 @@ def run_eval(args: argparse.Namespace) -> int:
     begin_cost(task)   # the FLOP count runs in its own process while the session opens
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
     proto = load_protocol()
-    # open_store returns a SqliteStore or its PostgresStore subclass; the session and evaluate_candidate
-    # are still annotated with SqliteStore (TODO(lead): type them against ResultStore, then drop the cast).
-    store = cast("SqliteStore", open_store(args.db))
+    store = open_store(args.db)
     try:
         progress(f"atb eval: opening a {args.device} measurement session")
         with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
