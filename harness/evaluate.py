@@ -21,7 +21,7 @@ from harness.device import roofline_fraction
 from harness.errors import CandidateError, IncomparableError
 from harness.evidence import Evidence
 from harness.gates import decide_status, run_gates
-from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
+from harness.records import Backend, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
 from harness.result import VerdictResult
 from harness.session import MeasurementContext
 from harness.stats import RatioEstimate, median, rounds_ratio
@@ -78,7 +78,7 @@ def _arm_rounds(col: Collected, arm: str) -> dict[int, list[list[float]]]:
     return {t.facts.seed: t.rounds for t in col.timed[arm]}
 
 
-def _estimate(col: Collected, num: str, den: str, protocol: Protocol, backend: str) -> RatioEstimate | None:
+def _estimate(col: Collected, num: str, den: str, protocol: Protocol, backend: Backend) -> RatioEstimate | None:
     """num/den time ratio: :func:`harness.stats.rounds_ratio` over the (seed, round) block medians,
     with the backend's process-pair component (each arm has its own measuring process)."""
     return rounds_ratio(_arm_rounds(col, num), _arm_rounds(col, den), protocol, "median_of_ratios",
@@ -123,104 +123,113 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     ref = proto.ref()
     cand_sha = store.add_candidate(candidate_source, "kernel", ref)
     store.add_task(t.id, "kernel", t.source_sha256, t.meta.model_dump(mode="json", exclude={"template"}), ref)
-    start_src = t.start_source()
-    start_sha = sha256_text(start_src)
 
     evdir = session.workdir / f"eval-{cand_sha[:12]}-{len(list(session.workdir.glob('eval-*')))}"
     evdir.mkdir(parents=True)
     try:
-        cand_path = evdir / f"atb_candidate_{cand_sha[:12]}.py"
-        cand_path.write_text(candidate_source, encoding="utf-8")
-        start_path = evdir / f"atb_start_{start_sha[:12]}.py"
-        start_path.write_text(start_src, encoding="utf-8")
-
-        pending_cost = begin_cost(t)   # bytes/FLOPs of the reference, counted in its own process meanwhile
-        cand_worker = session.take_candidate_worker()
-        ref_worker = session.reference_worker()
-        ref_pid = ref_worker.pid
-        # a start that is the eager reference itself (a KernelBench file's) is what the baseline arm
-        # measures already: a third arm would time the same code again
-        start_is_eager = t.start_label == EAGER_START_LABEL
-        try:
-            collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker,
-                                  None if start_is_eager else session.start_worker())
-            col = collector.run(cand_path, None if start_is_eager else start_path)
-        finally:
-            cand_worker.close()
-            if prespawn_next:
-                session.prespawn_candidate_worker()
-
-        speed = _estimate(col, "baseline", "candidate", proto, session.backend) if col.failure is None else None
-        vs_start = _estimate(col, "start", "candidate", proto, session.backend) if col.failure is None else None
-        start_over_eager = _estimate(col, "start", "baseline", proto, session.backend) if col.failure is None else None
-        if start_is_eager:
-            vs_start, start_over_eager = speed, None
-        cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
-        base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
-        cand_med = median(cand_times) if cand_times else None
-        cost = pending_cost.resolve(input_bytes=col.input_bytes, output_bytes=col.output_bytes)
-        task_bytes = cost.bytes
-        evidence = Evidence(
-            task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
-            reference_pid=ref_pid,
-            candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
-            candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
-            start_timed=col.timed_facts("start"),
-            candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
-            failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
-            ci_high=speed.ci_high if speed else None, candidate_median_ns=cand_med, ceilings=session.ceilings,
-            task_bytes=task_bytes, task_flops=cost.flops, task_bytes_source=cost.bytes_source,
-            task_flops_source=cost.flops_source, forbidden_ops=list(t.meta.forbidden_ops),
-            candidate_source=candidate_source, input_dtype=col.input_dtype)
-        gates = run_gates_fail_closed(evidence, proto)
-        status, reason = decide_status(gates, evidence, proto)
-        correct = col.failure is None and col.correct and all(
-            c.passed for c in col.comparisons if c.phase == "correctness")
-        if status == "accepted" and not correct:
-            status, reason = "rejected", "incorrect output"
-
-        roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med)
-        strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
-        detail: dict[str, Any] = {
-            "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
-            "distributions": sorted({c.distribution for c in col.comparisons}),
-            "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
-            "speedup_vs_start": vs_start.model_dump() if vs_start else None,
-            "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
-            "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": cost.flops,
-            "task_cost": cost.model_dump(),
-            "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
-            "failure": col.failure.model_dump() if col.failure else None,
-            "start_failure": col.start_failure.model_dump() if col.start_failure else None,
-            "n_pairs": speed.n_pairs if speed else 0,
-            "phase_s": col.phase_s,
-            # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
-            "confinement": {"candidate": cand_worker.confinement, "reference": ref_worker.confinement},
-            # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
-            # and how many distinct input sets each arm's timed calls received (per paired seed)
-            "memory_plan": col.memory_plan,
-            "output_transport": col.transport or ("file" if session.backend != "cuda" else "device"),
-            "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
-                                        "refill": tf.input_refill} for tf in col.timed_facts(arm)]
-                                 for arm in col.timed},
-        }
-        cset = bset = None
-        if speed is not None:
-            cset = _measurement_set(session, col, "candidate", t.id, cand_sha)
-            bset = _measurement_set(session, col, "baseline", t.id, t.source_sha256)
-        verdict = Verdict(session_id=session.session_id, device_sha256=session.device_sha256, protocol=ref,
-                          task_id=t.id, candidate_sha256=cand_sha, baseline_sha256=t.source_sha256,
-                          baseline_label=BASELINE_LABEL, status=status, correct=correct,
-                          reason=reason if status != "accepted" or reason else "all gates passed",
-                          ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
-                          ci_high=speed.ci_high if speed else None, seeds=col.timing_seeds,
-                          candidate_set_id=cset.id if cset else None, baseline_set_id=bset.id if bset else None,
-                          gates=gates, detail=detail)
-        store.add_verdict(verdict, cset, bset)
+        return _measure_and_judge(t, candidate_source, cand_sha, evdir, store=store, session=session, proto=proto,
+                                  prespawn_next=prespawn_next)
     finally:
         # the saved outputs were needed only for the comparisons and gates; a campaign of hundreds of
         # evaluations must not fill the disk, and an evaluation that raises must not leave them behind
         shutil.rmtree(evdir, ignore_errors=True)
+
+
+def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Path, *, store: ResultStore,
+                       session: MeasurementContext, proto: Protocol, prespawn_next: bool) -> EvalResult:
+    """Everything :func:`evaluate_candidate` does inside its scratch folder ``evdir``: measure the arms,
+    form the ratios, run the gates, store the verdict and answer with the result."""
+    ref = proto.ref()
+    start_src = t.start_source()
+    start_sha = sha256_text(start_src)
+    cand_path = evdir / f"atb_candidate_{cand_sha[:12]}.py"
+    cand_path.write_text(candidate_source, encoding="utf-8")
+    start_path = evdir / f"atb_start_{start_sha[:12]}.py"
+    start_path.write_text(start_src, encoding="utf-8")
+
+    pending_cost = begin_cost(t)   # bytes/FLOPs of the reference, counted in its own process meanwhile
+    cand_worker = session.take_candidate_worker()
+    ref_worker = session.reference_worker()
+    ref_pid = ref_worker.pid
+    # a start that is the eager reference itself (a KernelBench file's) is what the baseline arm
+    # measures already: a third arm would time the same code again
+    start_is_eager = t.start_label == EAGER_START_LABEL
+    try:
+        collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker,
+                              None if start_is_eager else session.start_worker())
+        col = collector.run(cand_path, None if start_is_eager else start_path)
+    finally:
+        cand_worker.close()
+        if prespawn_next:
+            session.prespawn_candidate_worker()
+
+    speed = _estimate(col, "baseline", "candidate", proto, session.backend) if col.failure is None else None
+    vs_start = _estimate(col, "start", "candidate", proto, session.backend) if col.failure is None else None
+    start_over_eager = _estimate(col, "start", "baseline", proto, session.backend) if col.failure is None else None
+    if start_is_eager:
+        vs_start, start_over_eager = speed, None
+    cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
+    base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
+    cand_med = median(cand_times) if cand_times else None
+    cost = pending_cost.resolve(input_bytes=col.input_bytes, output_bytes=col.output_bytes)
+    task_bytes = cost.bytes
+    evidence = Evidence(
+        task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
+        reference_pid=ref_pid,
+        candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
+        candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
+        start_timed=col.timed_facts("start"),
+        candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
+        failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
+        ci_high=speed.ci_high if speed else None, candidate_median_ns=cand_med, ceilings=session.ceilings,
+        task_bytes=task_bytes, task_flops=cost.flops, task_bytes_source=cost.bytes_source,
+        task_flops_source=cost.flops_source, forbidden_ops=list(t.meta.forbidden_ops),
+        candidate_source=candidate_source, input_dtype=col.input_dtype)
+    gates = run_gates_fail_closed(evidence, proto)
+    status, reason = decide_status(gates, evidence, proto)
+    correct = col.failure is None and col.correct and all(
+        c.passed for c in col.comparisons if c.phase == "correctness")
+    if status == "accepted" and not correct:
+        status, reason = "rejected", "incorrect output"
+
+    roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med)
+    strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
+    detail: dict[str, Any] = {
+        "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
+        "distributions": sorted({c.distribution for c in col.comparisons}),
+        "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
+        "speedup_vs_start": vs_start.model_dump() if vs_start else None,
+        "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
+        "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": cost.flops,
+        "task_cost": cost.model_dump(),
+        "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
+        "failure": col.failure.model_dump() if col.failure else None,
+        "start_failure": col.start_failure.model_dump() if col.start_failure else None,
+        "n_pairs": speed.n_pairs if speed else 0,
+        "phase_s": col.phase_s,
+        # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
+        "confinement": {"candidate": cand_worker.confinement, "reference": ref_worker.confinement},
+        # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
+        # and how many distinct input sets each arm's timed calls received (per paired seed)
+        "memory_plan": col.memory_plan,
+        "output_transport": col.transport or ("file" if session.backend != "cuda" else "device"),
+        "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
+                                    "refill": tf.input_refill} for tf in col.timed_facts(arm)]
+                             for arm in col.timed},
+    }
+    cset = bset = None
+    if speed is not None:
+        cset = _measurement_set(session, col, "candidate", t.id, cand_sha)
+        bset = _measurement_set(session, col, "baseline", t.id, t.source_sha256)
+    verdict = Verdict(session_id=session.session_id, device_sha256=session.device_sha256, protocol=ref,
+                      task_id=t.id, candidate_sha256=cand_sha, baseline_sha256=t.source_sha256,
+                      baseline_label=BASELINE_LABEL, status=status, correct=correct,
+                      reason=reason if status != "accepted" or reason else "all gates passed",
+                      ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
+                      ci_high=speed.ci_high if speed else None, seeds=col.timing_seeds,
+                      candidate_set_id=cset.id if cset else None, baseline_set_id=bset.id if bset else None,
+                      gates=gates, detail=detail)
+    store.add_verdict(verdict, cset, bset)
     usable = bool(speed is not None and status == "accepted"
                   and speed.ci_relative_halfwidth <= proto.usability.ci_relative_halfwidth_max)
     return EvalResult(

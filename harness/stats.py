@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import IncomparableError
-from harness.records import MeasurementSet
+from harness.records import Backend, MeasurementSet
 from protocol import Protocol
 
 
@@ -115,7 +115,7 @@ Statistic = Literal["median_of_ratios", "ratio_of_means"]
 
 def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol: Protocol,
                  statistic: Statistic = "median_of_ratios", *,
-                 process_pair_backend: str | None = None) -> RatioEstimate | None:
+                 process_pair_backend: Backend | None = None) -> RatioEstimate | None:
     """The ratio ``num / den`` of two arms with its seeded bootstrap interval: the one estimator.
 
     A pair is one round at one seed both arms measured: the median of ``num``'s block over the median
@@ -149,8 +149,7 @@ def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol:
         est = _ratio_of_means_ci(nums, dens, protocol)
     if process_pair_backend is None:
         return est
-    declared = {str(backend): sd for backend, sd in protocol.statistics.process_pair_log_sd.items()}
-    return with_process_pair(est, declared.get(process_pair_backend, 0.0), protocol)
+    return with_process_pair(est, protocol.statistics.process_pair_log_sd.get(process_pair_backend, 0.0), protocol)
 
 
 def with_process_pair(est: RatioEstimate, log_sd: float, protocol: Protocol) -> RatioEstimate:
@@ -200,7 +199,7 @@ def set_rounds(ms: MeasurementSet) -> dict[int, list[list[float]]]:
 
 
 def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, protocol: Protocol,
-                          backend: str | None = None) -> RatioEstimate:
+                          backend: Backend | None = None) -> RatioEstimate:
     """The verdict's ratio recomputed from its two stored sets with :func:`rounds_ratio`.
 
     Times (``ns``): baseline over candidate, median of the (seed, round) ratios of block medians,
