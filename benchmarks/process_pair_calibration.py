@@ -24,11 +24,14 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results" / "kernelbench"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "kernelbench"
 CALIBRATION_REVS = ("16b2ff0", "e535436", "af303aa")
 HELD_OUT_REVS = ("7489134", "724dfff")
 Z = NormalDist().inv_cdf(0.975)
@@ -61,9 +64,13 @@ def between_pair_sd(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def widened(row: dict[str, Any], sd: float) -> tuple[float, float]:
-    """The row's interval with the component added on each side in quadrature, on the log scale."""
-    s, (lo, hi) = row["speedup"], row["ci"]
-    return (s * math.exp(-math.hypot(math.log(s / lo), Z * sd)), s * math.exp(math.hypot(math.log(hi / s), Z * sd)))
+    """The row's interval with the component added, by the estimator's own function."""
+    from harness.stats import RatioEstimate, with_process_pair
+    from protocol import load_protocol
+
+    est = with_process_pair(RatioEstimate(ratio=row["speedup"], ci_low=row["ci"][0], ci_high=row["ci"][1], n_pairs=1),
+                            sd, load_protocol())
+    return est.ci_low, est.ci_high
 
 
 def coverage(rows: list[dict[str, Any]], sd: float) -> dict[str, Any]:
