@@ -63,6 +63,8 @@ class MeasurementContext:
         self._start: Worker | None = start
         self._spare: Worker | None = spare
         self.closed = False
+        #: where the open went, seconds since it began ("reference.ready", "fingerprint", "ceilings", ...)
+        self.open_stages: dict[str, float] = {}
 
     @property
     def device_sha256(self) -> str:
@@ -176,6 +178,14 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
             raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
     # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
     # it gives the clear reason then, and costs nothing on the way to a measurement
+    import time
+
+    t0 = time.monotonic()
+    stages: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        stages[name] = round(time.monotonic() - t0, 3)
+
     ref = store.register_protocol(proto)
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     config = worker_config(backend, proto)
@@ -197,12 +207,17 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     try:
         import torch  # noqa: F401 - the parent compares outputs with torch: import it while the child starts
 
+        mark("parent_torch")
+        reference.wait_ready()
+        mark("reference_ready")
         facts = reference.request({"op": "fingerprint", "smi": smi_thread is None})
         if not facts.get("ok"):
             raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
+        mark("fingerprint")
         if smi_thread is not None:
             smi_thread.join(30.0)
             facts.update(driver or {"gpu_driver": "unknown", "clocks": {}})
+            mark("driver_facts")
         fp = fingerprint_from_facts(facts)
         session_id = store.open_session(fp, ref, note=note)
         cf = reference.request({"op": "ceilings"})
@@ -210,6 +225,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
             raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
         ceilings = best_ceilings(store, fp.sha256, ceilings_from_facts(cf))
         store.add_ceilings(session_id, ceilings, ref)
+        mark("ceilings")
     except WorkerDied as exc:
         close_workers([reference, *early])
         shutil.rmtree(workdir, ignore_errors=True)
@@ -228,4 +244,6 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     ctx.prespawn_candidate_worker()
     if start_arm:
         ctx.start_worker()
+    mark("open")
+    ctx.open_stages = {**stages, **{f"reference.{k}": v for k, v in reference.startup_stages().items()}}
     return ctx

@@ -81,9 +81,11 @@ def run_eval(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     try:
         progress(f"atb eval: opening a {args.device} measurement session")
+        timeline["session_begin"] = _since_process_start()
         with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
                                       start_arm=task.start_label != EAGER_START_LABEL) as ctx:
             timeline["session_open"] = _since_process_start()
+            timeline.update({f"open.{k}": v for k, v in ctx.open_stages.items()})
             progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
             result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto, prespawn_next=False)
             timeline["measured"] = _since_process_start()

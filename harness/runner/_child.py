@@ -32,7 +32,9 @@ os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never t
 import importlib.util  # noqa: E402
 import secrets  # noqa: E402
 import socket  # noqa: E402
+import time  # noqa: E402
 
+_T_BEGIN = time.monotonic()   # start-up stages, reported in the ready reply (where a session's open goes)
 import torch  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
@@ -49,6 +51,7 @@ BACKEND: str = CONFIG["backend"]
 _FD_CHANNEL: socket.socket | None = (socket.socket(fileno=int(CONFIG["fd_channel"]))
                                      if CONFIG.get("fd_channel") is not None else None)
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
+_T_TORCH = time.monotonic()
 torch.set_num_threads(int(CONFIG["threads"]))
 _ALLOW_TF32 = bool(CONFIG["allow_tf32"]) and ROLE != "reference"
 torch.backends.cuda.matmul.allow_tf32 = _ALLOW_TF32
@@ -63,6 +66,7 @@ if BACKEND == "cuda":
     _DEVICE_TOTAL = int(torch.cuda.mem_get_info()[1])
 else:
     _DEVICE_TOTAL = 0
+_T_DEVICE = time.monotonic()
 _WATCHED = ("torch.nn.Module.__call__", "torch.manual_seed", "torch.set_num_threads", "torch.get_num_threads",
             "torch.set_num_interop_threads", "torch.save", "torch.load", "torch.no_grad")
 
@@ -786,7 +790,9 @@ def _describe(exc: BaseException) -> tuple[str, str]:
 
 def main() -> None:
     _reply({"ok": True, "op": "ready", "pid": os.getpid(), "torch_version": torch.__version__,
-            "threads": torch.get_num_threads(), "device": DEVICE})
+            "threads": torch.get_num_threads(), "device": DEVICE,
+            "startup_s": {"import_torch": round(_T_TORCH - _T_BEGIN, 3), "device_init": round(_T_DEVICE - _T_TORCH, 3),
+                          "to_ready": round(time.monotonic() - _T_BEGIN, 3)}})
     serve(_HANDLERS, _reply, _describe)
 
 

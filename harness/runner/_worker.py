@@ -126,6 +126,9 @@ class Worker:
         self._reply_r: int | None = None
         self._buf = b""
         self._ready: dict[str, Any] | None = None
+        #: monotonic clock at spawn and at the ready reply (where a session's open time goes)
+        self.spawned_at: float | None = None
+        self.ready_at: float | None = None
         self.failed: WorkerFailure | None = None
         self._fdsock: socket.socket | None = None     # the harness's end of the child's fd channel
         self._fd_pending: dict[str, int] = {}         # fds the child sent that no check asked for yet
@@ -170,6 +173,7 @@ class Worker:
         # the fd channel: device-memory fds of shared outputs (harness.runner._share) cross here
         self._fdsock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {**self.config, "fd_channel": child_sock.fileno()}
+        self.spawned_at = time.monotonic()
         try:
             self.proc = subprocess.Popen(
                 plan.prefix + [sys.executable, "-m", module, self.role, str(w), json.dumps(config)],
@@ -204,7 +208,17 @@ class Worker:
         """
         if self._ready is None:
             self._ready = self._read_reply(self.startup_timeout_s, "start-up")
+            self.ready_at = time.monotonic()
         return self._ready
+
+    def startup_stages(self) -> dict[str, float]:
+        """Seconds from spawn to the ready reply, and the child's own split of its start-up (import
+        torch, device init); empty before the child is ready."""
+        if self._ready is None or self.spawned_at is None or self.ready_at is None:
+            return {}
+        stages = {"spawn_to_ready": round(self.ready_at - self.spawned_at, 3)}
+        stages.update({k: float(v) for k, v in (self._ready.get("startup_s") or {}).items()})
+        return stages
 
     def request(self, cmd: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
         """Send one command and return its reply (which may say ``ok: false`` for a caught error).
