@@ -3,22 +3,34 @@
 A *configuration* is a mapping from flag name to value for the flags set explicitly; a flag left out
 takes the engine's own default (``FlagSpec.default`` documents it; ``None`` means "the engine decides").
 The empty configuration is therefore the engine's default launch, the honest baseline of every engine
-trial. :meth:`FlagSpace.validate` is the one place a configuration is checked: a tuner's proposal, a
-task file's defaults and a search sample all pass through it.
+trial. :meth:`FlagSpace.validate_config` is the one place a configuration is checked: a tuner's proposal,
+a task file's defaults and a search sample all pass through it.
+
+Constraints are the one search-space language's (:mod:`harness.space`: ``LessEqual``, ``Requires``,
+``Implies``, ``Forbidden``), read on *effective* values (a flag left out has its default; ``None``
+when the engine decides, and a constraint comparing it is skipped) with the configuration's own
+flags as the explicitly set ones. What is engine-only lives here: a flag's command-line spelling.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.engines._errors import FlagSpaceError
+from harness.space import (
+    Constraint, Forbidden, Implies, KnobValue, LessEqual, Requires, check_constraint_names, constraint_violations,
+)
 
-FlagValue = Union[bool, int, float, str]
+FlagValue = KnobValue
+
+__all__ = ["Constraint", "FlagSpace", "FlagSpec", "FlagValue", "Forbidden", "Implies", "LessEqual", "Requires",
+           "parse_config_text", "render_config"]
 
 
 class _Model(BaseModel):
@@ -83,6 +95,10 @@ class FlagSpec(_Model):
             raise FlagSpaceError(f"{where} must lie in [{self.low:g}, {self.high:g}], got {value!r}")
         return number
 
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "float")
+
     def sample(self, rng: random.Random) -> FlagValue:
         """A uniformly (or log-uniformly) drawn legal value."""
         if self.type == "bool":
@@ -91,52 +107,12 @@ class FlagSpec(_Model):
             return str(rng.choice(list(self.choices or [])))
         assert self.low is not None and self.high is not None
         if self.log:
-            import math
-
             x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         else:
             x = rng.uniform(self.low, self.high)
         if self.type == "int":
             return int(min(max(round(x), self.low), self.high))
         return round(x, 4)
-
-
-class LessEqual(_Model):
-    """``left <= right`` on effective values (skipped when either is left to the engine, ``None``)."""
-
-    kind: Literal["le"] = "le"
-    left: str
-    right: str
-
-    def violated(self, eff: dict[str, FlagValue | None]) -> str | None:
-        a, b = eff.get(self.left), eff.get(self.right)
-        if a is None or b is None or isinstance(a, (str, bool)) or isinstance(b, (str, bool)):
-            return None
-        return None if a <= b else f"{self.left} ({a}) must not exceed {self.right} ({b})"
-
-
-class Requires(_Model):
-    """When ``flag`` is set explicitly (and equals ``value`` if given), ``needs`` must equal ``needs_value``
-    (or be set explicitly when ``needs_value`` is None)."""
-
-    kind: Literal["requires"] = "requires"
-    flag: str
-    value: FlagValue | None = None
-    needs: str
-    needs_value: FlagValue | None = None
-
-    def violated(self, config: dict[str, FlagValue], eff: dict[str, FlagValue | None]) -> str | None:
-        if self.flag not in config or (self.value is not None and config[self.flag] != self.value):
-            return None
-        cond = self.flag if self.value is None else f"{self.flag}={self.value!r}"
-        if self.needs_value is None:
-            return None if self.needs in config else f"{cond} needs {self.needs} to be set"
-        if eff.get(self.needs) != self.needs_value:
-            return f"{cond} needs {self.needs}={self.needs_value!r}"
-        return None
-
-
-Constraint = Annotated[Union[LessEqual, Requires], Field(discriminator="kind")]
 
 
 class FlagSpace(_Model):
@@ -151,11 +127,7 @@ class FlagSpace(_Model):
         names = [f.name for f in self.flags]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate flag names in the {self.engine} flag space")
-        known = set(names)
-        for c in self.constraints:
-            used = {c.left, c.right} if isinstance(c, LessEqual) else {c.flag, c.needs}
-            if not used <= known:
-                raise ValueError(f"constraint names unknown flags {sorted(used - known)}")
+        check_constraint_names(self.constraints, names, [f.name for f in self.flags if f.numeric], what="flags")
         return self
 
     def spec(self, name: str) -> FlagSpec:
@@ -169,8 +141,7 @@ class FlagSpace(_Model):
         """The sub-space of ``names`` (a task's tunable flags), keeping constraints among them only."""
         keep = [self.spec(n) for n in names]
         kept = set(names)
-        cons = [c for c in self.constraints
-                if ({c.left, c.right} if isinstance(c, LessEqual) else {c.flag, c.needs}) <= kept]
+        cons = [c for c in self.constraints if c.names() <= kept]
         return FlagSpace(engine=self.engine, flags=keep, constraints=cons)
 
     def effective(self, config: dict[str, FlagValue]) -> dict[str, FlagValue | None]:
@@ -193,9 +164,7 @@ class FlagSpace(_Model):
             if not isinstance(name, str):
                 raise FlagSpaceError(f"flag names are strings, got {name!r}")
             out[name] = self.spec(name).check(config[name])
-        eff = self.effective(out)
-        problems = [p for p in (c.violated(eff) if isinstance(c, LessEqual) else c.violated(out, eff)
-                                for c in self.constraints) if p]
+        problems = [message for _, message in constraint_violations(self.constraints, self.effective(out), out)]
         if problems:
             raise FlagSpaceError(f"{self.engine} configuration breaks constraints: " + "; ".join(problems))
         return out

@@ -57,10 +57,9 @@ _SPACE = FlagSpace(
         LessEqual(left="ubatch_size", right="batch_size"),
         LessEqual(left="spec_ngram_mod_n_min", right="spec_ngram_mod_n_max"),
         Requires(flag="cache_reuse", needs="cache_prompt", needs_value=True),
-        Requires(flag="spec_ngram_simple_size_n", needs="spec_type", needs_value="ngram-simple"),
-        Requires(flag="spec_ngram_simple_size_m", needs="spec_type", needs_value="ngram-simple"),
-        Requires(flag="spec_ngram_mod_n_min", needs="spec_type", needs_value="ngram-mod"),
-        Requires(flag="spec_ngram_mod_n_max", needs="spec_type", needs_value="ngram-mod"),
+        *Requires.each(["spec_ngram_simple_size_n", "spec_ngram_simple_size_m"], needs="spec_type",
+                       needs_value="ngram-simple"),
+        *Requires.each(["spec_ngram_mod_n_min", "spec_ngram_mod_n_max"], needs="spec_type", needs_value="ngram-mod"),
     ],
 )
 

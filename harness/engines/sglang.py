@@ -39,11 +39,8 @@ _SPACE = FlagSpace(
     constraints=[
         LessEqual(left="cuda_graph_max_bs", right="max_running_requests"),
         LessEqual(left="speculative_ngram_min_match_window_size", right="speculative_ngram_max_match_window_size"),
-        Requires(flag="speculative_num_draft_tokens", needs="speculative_algorithm", needs_value="NGRAM"),
-        Requires(flag="speculative_ngram_min_match_window_size", needs="speculative_algorithm",
-                 needs_value="NGRAM"),
-        Requires(flag="speculative_ngram_max_match_window_size", needs="speculative_algorithm",
-                 needs_value="NGRAM"),
+        *Requires.each(["speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
+                        "speculative_ngram_max_match_window_size"], needs="speculative_algorithm", needs_value="NGRAM"),
     ],
 )
 

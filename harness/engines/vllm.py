@@ -40,9 +40,8 @@ _SPACE = FlagSpace(
     constraints=[
         LessEqual(left="max_num_seqs", right="max_num_batched_tokens"),
         LessEqual(left="prompt_lookup_min", right="prompt_lookup_max"),
-        Requires(flag="num_speculative_tokens", needs="speculative_method", needs_value="ngram"),
-        Requires(flag="prompt_lookup_min", needs="speculative_method", needs_value="ngram"),
-        Requires(flag="prompt_lookup_max", needs="speculative_method", needs_value="ngram"),
+        *Requires.each(["num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"],
+                       needs="speculative_method", needs_value="ngram"),
         Requires(flag="speculative_method", value="ngram", needs="num_speculative_tokens"),
         Requires(flag="speculative_method", value="ngram", needs="prompt_lookup_max"),
     ],

@@ -4,10 +4,11 @@ from harness.search._random import RandomSearch, SearchSpace
 from harness.search._run import TUNER_SPEC, run_random_search
 from harness.search._task import random_search_task
 from harness.search._space import (
-    BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, KnobValue, LessEqual,
+    BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, KnobValue, LessEqual, Requires,
 )
 
 __all__ = [
     "TUNER_SPEC", "BoolKnob", "CategoricalKnob", "Forbidden", "Implies", "IntKnob", "KnobSpace",
-    "KnobSpaceError", "KnobValue", "LessEqual", "RandomSearch", "SearchSpace", "random_search_task", "run_random_search",
+    "KnobSpaceError", "KnobValue", "LessEqual", "RandomSearch", "Requires", "SearchSpace", "random_search_task",
+    "run_random_search",
 ]
