@@ -77,6 +77,15 @@ def compare_outputs(reference: Any, candidate: Any, protocol: Protocol,
     return compare_tensors(reference, candidate, tols)
 
 
+def _nan_site(torch: Any, rflat: Any, cflat: Any, n_nan: int) -> str:
+    """Where a candidate's NaN are, for the verdict's reason: how many, the first index, and what the
+    reference holds there (a NaN opposite an infinity or a zero points at a different operation
+    order; opposite an ordinary number, at a wrong result). Runs only when a comparison has failed."""
+    first = int(torch.isnan(cflat).nonzero()[0].item()) if n_nan else -1
+    ref_at = float(rflat[first].item()) if first >= 0 else float("nan")
+    return f"{n_nan} of {cflat.numel()} elements; the first at index {first}, where the reference has {ref_at:.6g}"
+
+
 def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[str, float]]) -> OutputCheck:
     """The comparison itself, on whatever device the tensors live (the reference child runs it on
     the GPU with both outputs in place). ``tolerances`` maps a dtype name to atol/rtol/rel_l2 (the
@@ -135,7 +144,7 @@ def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[s
         n_nan, n_inf_bad, n_rinf, ss, max_abs, err_sq, max_excess = torch.stack(
             [nan.double(), inf_bad.double(), r_inf_n.double(), sumsq, mx, esq, excess]).tolist()
         if n_nan:
-            return OutputCheck(passed=False, reason=f"output {i} contains NaN")
+            return OutputCheck(passed=False, reason=f"output {i} contains NaN ({_nan_site(torch, rflat, cflat, int(n_nan))})")
         ref_finite = ref_finite and not n_rinf
         if n_inf_bad:
             return OutputCheck(passed=False, reason=f"output {i}: infinities differ from the reference's",

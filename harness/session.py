@@ -138,21 +138,49 @@ def close_workers(workers: list[Worker]) -> None:
         t.join()
 
 
+class StoredCeilings:
+    """The best ceilings stored for one device fingerprint, and how many sessions' rows they come from."""
+
+    def __init__(self, bytes_per_s: float, flops_per_s: float, sessions: int) -> None:
+        self.bytes_per_s, self.flops_per_s, self.sessions = bytes_per_s, flops_per_s, sessions
+
+
+def stored_ceilings(store: ResultStore, device_sha256: str) -> StoredCeilings | None:
+    """The maximum of every ceilings row stored for ``device_sha256``, or None when there is none."""
+    rows = store.query("SELECT max(bytes_per_s), max(flops_per_s), count(*) FROM ceilings WHERE device_sha256 = ?",
+                       (device_sha256,))
+    if not rows or not rows[0][2]:
+        return None
+    return StoredCeilings(float(rows[0][0]), float(rows[0][1]), int(rows[0][2]))
+
+
 def best_ceilings(store: ResultStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:
     """This session's measurement, raised to the best ever stored for the same device fingerprint.
 
     A ceiling is what the device can do; a measurement on a busy host only ever under-reads it, so
     the cache in the store keeps the maximum over sessions rather than the latest reading.
     """
-    rows = store.query("SELECT max(bytes_per_s), max(flops_per_s), count(*) FROM ceilings WHERE device_sha256 = ?",
-                       (device_sha256,))
-    if not rows or not rows[0][2]:
+    best = stored_ceilings(store, device_sha256)
+    if best is None or (best.bytes_per_s <= measured.bytes_per_s and best.flops_per_s <= measured.flops_per_s):
         return measured
-    bw, fl, n = float(rows[0][0]), float(rows[0][1]), int(rows[0][2])
-    if bw <= measured.bytes_per_s and fl <= measured.flops_per_s:
-        return measured
-    return DeviceCeilings(bytes_per_s=max(bw, measured.bytes_per_s), flops_per_s=max(fl, measured.flops_per_s),
-                          method=f"{measured.method}; max with {n} earlier session(s) on this device")
+    return DeviceCeilings(bytes_per_s=max(best.bytes_per_s, measured.bytes_per_s),
+                          flops_per_s=max(best.flops_per_s, measured.flops_per_s),
+                          method=f"{measured.method}; max with {best.sessions} earlier session(s) on this device")
+
+
+def session_ceilings(store: ResultStore, device_sha256: str, protocol: Protocol,
+                     measure: Any) -> DeviceCeilings:
+    """The session's ceilings: the stored maximum, unmeasured, once the store holds
+    ``timing.ceilings.reuse_after_sessions`` sessions' rows for this device (the maximum is all a new
+    measurement could change, and it only ever raises it); otherwise ``measure()`` (a reply from the
+    reference child) raised to that maximum (:func:`best_ceilings`)."""
+    reuse_after = protocol.timing.ceilings.reuse_after_sessions
+    best = stored_ceilings(store, device_sha256) if reuse_after else None
+    if best is not None and best.sessions >= reuse_after:
+        return DeviceCeilings(bytes_per_s=best.bytes_per_s, flops_per_s=best.flops_per_s,
+                              method=f"max of {best.sessions} stored session(s) on this device, not re-measured "
+                                     f"(timing.ceilings.reuse_after_sessions = {reuse_after})")
+    return best_ceilings(store, device_sha256, ceilings_from_facts(measure()))
 
 
 def open_measurement_session(store: ResultStore, backend: Backend, protocol: Protocol | None = None,
@@ -161,7 +189,8 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
 
     Ceilings are measured in the reference worker (best repetition, sizes from
     ``protocol.timing.ceilings``), raised to the best stored for this device fingerprint, and stored
-    for the session (:func:`best_ceilings`). On CUDA the candidate worker (and the start worker,
+    for the session; once the store holds enough sessions' ceilings for the device, their maximum is
+    taken unmeasured (:func:`session_ceilings`). On CUDA the candidate worker (and the start worker,
     unless ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the
     reference, so their ``import torch`` overlaps the fingerprint and the ceilings.
 
@@ -186,9 +215,9 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     def mark(name: str) -> None:
         stages[name] = round(time.monotonic() - t0, 3)
 
-    ref = store.register_protocol(proto)
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     config = worker_config(backend, proto)
+    # the reference child's start-up (import torch) is the longest step of an open: spawn it first
     reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
     early: list[Worker] = []
     driver: dict[str, Any] = {}
@@ -205,9 +234,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         if start_arm:
             early.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
     try:
-        import torch  # noqa: F401 - the parent compares outputs with torch: import it while the child starts
-
-        mark("parent_torch")
+        ref = store.register_protocol(proto)
         reference.wait_ready()
         mark("reference_ready")
         facts = reference.request({"op": "fingerprint", "smi": smi_thread is None})
@@ -220,10 +247,14 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
             mark("driver_facts")
         fp = fingerprint_from_facts(facts)
         session_id = store.open_session(fp, ref, note=note)
-        cf = reference.request({"op": "ceilings"})
-        if not cf.get("ok"):
-            raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
-        ceilings = best_ceilings(store, fp.sha256, ceilings_from_facts(cf))
+
+        def measure() -> dict[str, Any]:
+            cf = reference.request({"op": "ceilings"})
+            if not cf.get("ok"):
+                raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
+            return cf
+
+        ceilings = session_ceilings(store, fp.sha256, proto, measure)
         store.add_ceilings(session_id, ceilings, ref)
         mark("ceilings")
     except WorkerDied as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
 
 class _Frozen(BaseModel):
@@ -50,6 +50,9 @@ class CeilingParams(_Frozen):
     cuda_copy_bytes: PositiveInt
     cuda_matmul_n: PositiveInt
     reps: PositiveInt
+    # 0: measured every session. N > 0: once a store holds ceilings rows of N sessions for a device
+    # fingerprint, a session takes their maximum without measuring (a measurement only ever raises it).
+    reuse_after_sessions: NonNegativeInt = 0
 
 
 class TimingParams(_Frozen):

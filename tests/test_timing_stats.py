@@ -174,3 +174,34 @@ def test_ceilings_keep_the_best_reading_per_device(tmp_path) -> None:  # type: i
         busy = DeviceCeilings(bytes_per_s=5.0, flops_per_s=200.0, method="m2")
         best = best_ceilings(store, fp.sha256, busy)
         assert (best.bytes_per_s, best.flops_per_s) == (10.0, 200.0) and "earlier session" in best.method
+
+
+def test_ceilings_are_measured_until_the_store_holds_enough_sessions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Protocol 1.4.0: the first ``reuse_after_sessions`` sessions on a device measure; later ones take
+    the stored maximum without asking the reference child."""
+    from harness.records import DeviceFingerprint
+    from harness.session import session_ceilings
+    from harness.store import SqliteStore
+
+    reuse_after = P.timing.ceilings.reuse_after_sessions
+    assert reuse_after >= 1
+    readings = iter([{"bytes_per_s": 10.0 + i, "flops_per_s": 100.0 - i, "method": f"m{i}"} for i in range(reuse_after)])
+    asked: list[int] = []
+
+    def measure() -> dict[str, object]:
+        asked.append(1)
+        return next(readings)
+
+    with SqliteStore(tmp_path / "c.sqlite") as store:
+        fp = DeviceFingerprint(backend="cpu", cpu_model="test", cpu_count=2, torch_version="x")
+        for _ in range(reuse_after):
+            c = session_ceilings(store, fp.sha256, P, measure)
+            store.add_ceilings(store.open_session(fp, P.ref()), c, P.ref())
+        assert len(asked) == reuse_after
+        reused = session_ceilings(store, fp.sha256, P, measure)
+        assert len(asked) == reuse_after, "a session past the threshold must not measure"
+        assert (reused.bytes_per_s, reused.flops_per_s) == (10.0 + reuse_after - 1, 100.0)
+        assert "not re-measured" in reused.method
+        other = DeviceFingerprint(backend="cpu", cpu_model="other", cpu_count=2, torch_version="x")
+        with pytest.raises(StopIteration):   # another device measures afresh (the readings are spent)
+            session_ceilings(store, other.sha256, P, measure)
