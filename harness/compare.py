@@ -9,7 +9,6 @@ roofline floor, is *uninformative* (a saturated task), never a null result.
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -118,19 +117,18 @@ def _reach(curve: list[float | None], target: float | None, noise: float) -> int
 
 
 def _baseline_roofline(store: SqliteStore, campaign_id: str) -> float | None:
-    rows = store.query("SELECT v.detail_json FROM iterations i JOIN verdicts v ON v.id = i.verdict_id "
-                       "WHERE i.campaign_id = ?", (campaign_id,))
     values: list[float] = []
-    for (detail_json,) in rows:
-        detail = json.loads(detail_json)
+    for detail in store.iteration_verdict_details(campaign_id):
         explicit = [float(detail[k]) for k in _BASELINE_ROOFLINE_KEYS if isinstance(detail.get(k), (int, float))]
         if explicit:
             values.append(explicit[0])
             continue
         # The verdict stores the candidate's fraction (floor / candidate time) and both median times:
         # the baseline's fraction is the same floor over the baseline's time.
-        frac, cand, base = (detail.get(k) for k in ("roofline_fraction", "candidate_median_ns", "baseline_median_ns"))
-        if all(isinstance(x, (int, float)) and x > 0 for x in (frac, cand, base)):
+        known = [x for x in (detail.get(k) for k in ("roofline_fraction", "candidate_median_ns", "baseline_median_ns"))
+                 if isinstance(x, (int, float)) and x > 0]
+        if len(known) == 3:
+            frac, cand, base = known
             values.append(float(frac) * float(cand) / float(base))
     return max(values) if values else None
 

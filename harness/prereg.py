@@ -130,15 +130,14 @@ def load_spec(path: Path | str) -> ABSpec:
 
 def get_registration(store: SqliteStore, reg_id: str) -> Registration | None:
     """The stored registration, its digest re-checked against its stored spec."""
-    rows = store.query("SELECT * FROM preregistrations WHERE id = ?", (reg_id,))
-    if not rows:
+    r = store.preregistration(reg_id)
+    if r is None:
         return None
-    r = rows[0]
-    spec = ABSpec.model_validate(json.loads(r["spec_json"]))
-    if spec.digest != r["spec_sha256"]:
+    spec = ABSpec.model_validate(r.spec)
+    if spec.digest != r.spec_sha256:
         raise PreregistrationError(f"registration {reg_id}'s stored spec does not hash to its stored digest")
-    return Registration(id=r["id"], spec=spec, spec_sha256=r["spec_sha256"], protocol_sha256=r["protocol_sha256"],
-                        created_at=r["created_at"])
+    return Registration(id=r.id, spec=spec, spec_sha256=r.spec_sha256, protocol_sha256=r.protocol_sha256,
+                        created_at=r.created_at)
 
 
 def register(store: SqliteStore, spec: ABSpec, protocol: Protocol) -> Registration:

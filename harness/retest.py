@@ -172,11 +172,8 @@ def resolve_task_file(store: SqliteStore, task_id: str, task_path: str | Path | 
         return task.path
     if task_id in native_task_names():
         return load_task(task_id).path
-    rows = store.query("SELECT metadata_json FROM tasks WHERE id = ?", (task_id,))
-    if rows:
-        import json
-
-        meta = json.loads(rows[0][0])
+    meta = store.task_metadata(task_id)
+    if meta is not None:
         for key in ("path", "task_path", "source_path"):
             p = meta.get(key)
             if p and Path(p).is_file() and load_task_file(Path(p)).id == task_id:

@@ -608,3 +608,92 @@ def test_the_same_rows_hash_alike_in_both_stores(tmp_path: Path, pg_db: str) -> 
         finally:
             store.close()
     assert heads[0] == heads[1] and heads[0]
+
+
+# ---------------------------------------------------------------------- typed reads (issue 18: only the store writes SQL)
+def _claimed_campaigns(b: Backend, session: str) -> tuple[str, str, dict[str, Any]]:
+    """Campaign A (two iterations: one with an accepted verdict, one without a verdict; finished) and
+    campaign B (claiming registration reg-1, no iterations). Returns their ids and A's verdict detail."""
+    from harness.campaigns import IterationUsage
+
+    dev, c, s = _pair(b, session)
+    detail = {"confinement": {"candidate": "bwrap", "baseline": "unconfined:test"}, "roofline_fraction": 0.5}
+    b.chained("verdicts", _verdict_row(session, dev, c, s, id="v-1", detail_json=json.dumps(detail),
+                                       ci_low=1.49, ci_high=1.51))    # narrow enough to be usable
+    a = CampaignRecorder.open(b.store, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=7, budget=2,
+                              session_id=session, config={"sweep_campaign": "sw|relu|random|7"}, campaign_id="run-a")
+    a.record(0, verdict_id="v-1", usage=IterationUsage(tokens_in=5, tokens_out=3, cost_usd=0.25, model_calls=1))
+    a.record(1, verdict_id=None, built=False, no_verdict_reason="did not build", detail={"note": "x"})
+    a.finish()
+    spec = {"id": "reg-1", "arms": ["treatment", "control"]}
+    b.chained("preregistrations", {"id": "reg-1", "spec_sha256": sha256_text(json.dumps(spec)),
+                                   "spec_json": json.dumps(spec), "protocol_version": REF.version,
+                                   "protocol_sha256": REF.sha256, "created_at": utc_now()})
+    CampaignRecorder.open(b.store, PROTO, task_id="relu", kind="kernel", tuner_spec="openai:m", seed=1, budget=3,
+                          session_id=session, preregistration_id="reg-1", arm="treatment", campaign_id="run-b")
+    return "run-a", "run-b", detail
+
+
+def test_campaign_tables_read_back_as_typed_rows(store_backend: Backend, session: str) -> None:
+    from harness.store import CampaignRow, IterationCounts
+
+    b = store_backend
+    st = b.store
+    a, bb, detail = _claimed_campaigns(b, session)
+    row = st.campaign(a)
+    assert isinstance(row, CampaignRow) and st.campaign("run-none") is None
+    assert (row.id, row.task_id, row.kind, row.tuner_spec, row.seed, row.budget, row.session_id, row.device_sha256,
+            row.preregistration_id, row.arm, row.config, row.protocol_sha256) == (
+        a, "relu", "kernel", "random", 7, 2, session, _dev(b, session), None, None,
+        {"sweep_campaign": "sw|relu|random|7"}, REF.sha256)
+    claimed = st.campaign(bb)
+    assert claimed is not None
+    assert (claimed.preregistration_id, claimed.arm, claimed.config) == ("reg-1", "treatment", {})
+    assert [r.id for r in st.campaigns()] == [a, bb]
+    assert [r.id for r in st.campaigns("reg-1")] == [bb] and st.campaigns("reg-none") == []
+
+    its = st.iterations(a)
+    assert [i.idx for i in its] == [0, 1] and st.iterations(bb) == []
+    first, second = its
+    assert (first.verdict_id, first.usable, first.unusable_reason, first.verdict_ratio, first.verdict_ci_low,
+            first.verdict_ci_high) == ("v-1", True, "", 1.5, 1.49, 1.51)
+    usage = (first.tokens_in, first.tokens_out, first.cost_usd, first.model_calls, first.truncated_calls)
+    assert usage == (5, 3, 0.25, 1, 0)
+    assert first.candidate_sha256 == CAND and first.verdict_gates == PASS
+    assert first.verdict_confinement == detail["confinement"] and first.detail == {}
+    assert (second.verdict_id, second.usable, second.verdict_ratio) == (None, False, None)
+    assert second.unusable_reason == "not_built: did not build"
+    assert second.verdict_gates == [] and second.verdict_confinement == {} and second.detail == {"note": "x"}
+    assert st.iteration_verdict_details(a) == [detail] and st.iteration_verdict_details(bb) == []
+
+    counts = st.iteration_counts()
+    assert counts == {a: IterationCounts(recorded=2, usable=1)} and isinstance(counts[a].usable, int)
+    out = st.campaign_outcome(a)
+    assert out is not None and out.campaign_id == a and st.campaign_outcome(bb) is None
+    assert st.outcome_statuses() == {a: out.status}
+
+    reg = st.preregistration("reg-1")
+    assert reg is not None and reg.spec == {"id": "reg-1", "arms": ["treatment", "control"]}
+    assert reg.protocol_sha256 == REF.sha256 and st.preregistration("reg-none") is None
+
+
+def test_unrecorded_verdict_task_metadata_and_report_counts(store_backend: Backend, session: str) -> None:
+    b = store_backend
+    st = b.store
+    _claimed_campaigns(b, session)
+    assert st.unrecorded_verdict_id([session], "relu", CAND) is None        # v-1 is recorded
+    dev, c, s = _pair(b, session)
+    b.chained("verdicts", _verdict_row(session, dev, c, s, id="v-2"))
+    assert st.unrecorded_verdict_id([session], "relu", CAND) == "v-2"
+    assert st.unrecorded_verdict_id(["session-other", session], "relu", CAND) == "v-2"
+    assert st.unrecorded_verdict_id([], "relu", CAND) is None
+    assert st.unrecorded_verdict_id([session], "gelu", CAND) is None
+    assert st.unrecorded_verdict_id([session], "relu", BASE) is None
+
+    st.add_task("t-meta", "kernel", "0" * 64, {"path": "/x/task.py", "n": 3}, REF)
+    assert st.task_metadata("t-meta") == {"path": "/x/task.py", "n": 3} and st.task_metadata("t-none") is None
+
+    for kind, subject in (("attempt", "s1"), ("attempt", "s1"), ("attempt", "s2"), ("other", "s1")):
+        st.add_report(kind, subject, {}, REF)
+    assert st.report_counts("attempt") == {"s1": 2, "s2": 1} and st.report_counts("none") == {}
+    assert st.verify().ok

@@ -11,8 +11,7 @@ so the key is written into the campaign's stored config (``sweep_campaign``) and
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +20,9 @@ from atb_agent.sweep._node import NodeFingerprint
 from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
 from harness.records import utc_now
 from protocol import ProtocolRef
+
+if TYPE_CHECKING:
+    from harness.store import ResultStore
 
 SWEEP_KIND = "sweep"
 ATTEMPT_KIND = "sweep_attempt"
@@ -39,7 +41,7 @@ class CampaignState(BaseModel):
     attempts: int = 0
 
 
-def register_sweep(store: Any, sweep: ResolvedSweep, ref: ProtocolRef) -> bool:
+def register_sweep(store: ResultStore, sweep: ResolvedSweep, ref: ProtocolRef) -> bool:
     """Record the sweep once; return True when it was already stored (a restart).
 
     Raises:
@@ -58,7 +60,7 @@ def register_sweep(store: Any, sweep: ResolvedSweep, ref: ProtocolRef) -> bool:
     return False
 
 
-def record_attempt(store: Any, key: CampaignKey, *, campaign_id: str | None, node: NodeFingerprint,
+def record_attempt(store: ResultStore, key: CampaignKey, *, campaign_id: str | None, node: NodeFingerprint,
                    pid: int, attempt_of: int, ref: ProtocolRef) -> str:
     """One row per time a worker takes up a campaign: which node and process, resuming what."""
     return str(store.add_report(ATTEMPT_KIND, key.key, {
@@ -67,37 +69,30 @@ def record_attempt(store: Any, key: CampaignKey, *, campaign_id: str | None, nod
         "node_sha256": node.sha256, "started_at": utc_now()}, ref))
 
 
-def attempts(store: Any, key: CampaignKey) -> list[dict[str, Any]]:
+def attempts(store: ResultStore, key: CampaignKey) -> list[dict[str, Any]]:
     return list(store.reports(ATTEMPT_KIND, key.key))
 
 
-def _sweep_campaign_ids(store: Any, keys: list[CampaignKey]) -> dict[str, list[tuple[str, str]]]:
+def _sweep_campaign_ids(store: ResultStore, keys: list[CampaignKey]) -> dict[str, list[tuple[str, str]]]:
     """key -> [(campaign id, created_at)] for every stored campaign of these keys."""
     by_id = {k.campaign_id: k.key for k in keys}
     wanted = {k.key for k in keys}
     found: dict[str, list[tuple[str, str]]] = {}
-    for row in store.query("SELECT id, config_json, created_at FROM campaigns"):
-        cid, config, created = row[0], row[1], row[2]
-        key = by_id.get(cid)
+    for row in store.campaigns():
+        key = by_id.get(row.id)
         if key is None:
-            try:
-                key = json.loads(config).get(CONFIG_KEY)
-            except (ValueError, AttributeError):
-                key = None
+            key = row.config.get(CONFIG_KEY) if isinstance(row.config, dict) else None
         if key in wanted:
-            found.setdefault(key, []).append((cid, created))
+            found.setdefault(key, []).append((row.id, row.created_at))
     return found
 
 
-def states(store: Any, keys: list[CampaignKey]) -> dict[str, CampaignState]:
+def states(store: ResultStore, keys: list[CampaignKey]) -> dict[str, CampaignState]:
     """Every key's current campaign (the newest not aborted, else the newest) and its counts."""
     ids = _sweep_campaign_ids(store, keys)
-    outcomes = {r[0]: r[1] for r in store.query("SELECT campaign_id, status FROM campaign_outcomes")}
-    counts = {r[0]: (int(r[1]), int(r[2] or 0)) for r in store.query(
-        "SELECT campaign_id, count(*), sum(usable) FROM iterations GROUP BY campaign_id")}
-    tries: dict[str, int] = {}
-    for r in store.query("SELECT subject FROM reports WHERE kind = ?", (ATTEMPT_KIND,)):
-        tries[r[0]] = tries.get(r[0], 0) + 1
+    outcomes = store.outcome_statuses()
+    counts = store.iteration_counts()
+    tries = store.report_counts(ATTEMPT_KIND)
     out: dict[str, CampaignState] = {}
     for k in keys:
         cands = sorted(ids.get(k.key, []), key=lambda x: x[1])

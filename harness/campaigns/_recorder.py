@@ -69,7 +69,7 @@ class CampaignRecorder:
         ref = protocol.ref()
         if (preregistration_id is None) != (arm is None):
             raise CampaignError("a campaign claims a pre-registration and an arm together, or neither")
-        if campaign_id is not None and store.query("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)):
+        if campaign_id is not None and store.campaign(campaign_id) is not None:
             rec = cls.check_resume(store, protocol, campaign_id, task_id=task_id, kind=kind, tuner_spec=tuner_spec,
                                    seed=seed, budget=budget, preregistration_id=preregistration_id, arm=arm)
             rec.attach_session(session_id)

@@ -61,10 +61,10 @@ def collect(store: SqliteStore, run_ids: list[str], protocol: Protocol) -> Repor
     ab: list[dict[str, Any]] = []
     title_parts = []
     for rid in run_ids:
-        if store.query("SELECT 1 FROM campaigns WHERE id = ?", (rid,)):
+        if store.campaign(rid) is not None:
             ids.append(rid)
             title_parts.append(rid)
-        elif store.query("SELECT 1 FROM preregistrations WHERE id = ?", (rid,)):
+        elif store.preregistration(rid) is not None:
             claimed = list_campaigns(store, preregistration_id=rid)
             ids.extend(c.id for c in claimed)
             ab.extend(store.reports("ab_outcome", rid))

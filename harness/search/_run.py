@@ -103,10 +103,4 @@ def check_resumed_sequence(rec: CampaignRecorder, space: SearchSpace, render: Ca
 def unrecorded_verdict(rec: CampaignRecorder, candidate_sha256: str) -> str | None:
     """A verdict for ``candidate_sha256`` measured in one of the campaign's sessions that no iteration
     records (the run was killed between storing the verdict and storing its iteration), or None."""
-    sessions = rec.sessions()
-    marks = ", ".join("?" for _ in sessions)
-    rows = rec.store.query(
-        f"SELECT v.id FROM verdicts v WHERE v.session_id IN ({marks}) AND v.task_id = ? AND v.candidate_sha256 = ? "
-        "AND NOT EXISTS (SELECT 1 FROM iterations i WHERE i.verdict_id = v.id) ORDER BY v.created_at, v.id LIMIT 1",
-        (*sessions, rec.info.task_id, candidate_sha256))
-    return str(rows[0][0]) if rows else None
+    return rec.store.unrecorded_verdict_id(rec.sessions(), rec.info.task_id, candidate_sha256)

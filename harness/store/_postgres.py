@@ -15,8 +15,9 @@ What differs, and why:
 * ``INTEGER PRIMARY KEY`` ids are filled in by the writer (the next id under the lock, as SQLite's
   AUTOINCREMENT would) or, for a raw insert without one, by a trigger; upserts (``ON CONFLICT``) are
   refused by the same ``duplicate_key`` rule that refuses SQLite's ``REPLACE``.
-* The record-level methods (sessions, verdicts, reports...) are SQLite's own (:class:`SqliteStore`),
-  whose SQL is dialect-neutral; this class replaces only the plumbing under them: connection,
+* The record-level methods (sessions, verdicts, reports, the campaign tables' typed reads...) are
+  SQLite's own (:class:`SqliteStore`), whose SQL is dialect-neutral (``json_extract`` is a function of
+  ``schema_pg.sql``); this class replaces only the plumbing under them: connection,
   transactions, placeholders, rows, the chained insert, schema creation and verification.
 """
 

@@ -6,8 +6,13 @@ not code. Callers (the evaluation, campaigns, compare, reports, the sweep) type 
 ``tests/test_store_conformance.py`` holds both implementations to the same raw-SQL rules.
 
 SQL passed to :meth:`ResultStore.query` and to ``transaction().execute`` uses ``?`` placeholders and the
-SQL both dialects share (no JSON functions, no ``INSERT OR ...``); the PostgreSQL store translates the
-placeholders.
+SQL both dialects share (no JSON functions but ``json_extract``, which the PostgreSQL schema defines; no
+``INSERT OR ...``); the PostgreSQL store translates the placeholders.
+
+Only the store writes SQL (issue 18): ``query`` is for the store's own modules, its tests and one-off
+scripts. Every other module reads through the named, typed methods below (the campaign tables' rows are
+:mod:`harness.store._read_models`) and writes through ``append``; ``tests/test_sql_in_store.py`` fails
+on SQL text in a module outside ``harness/store/``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.records import DeviceCeilings, DeviceFingerprint, MeasurementSet, Verdict
+from harness.store._read_models import CampaignRow, IterationCounts, IterationRow, OutcomeRow, PreregistrationRow
 from protocol import Protocol as FrozenProtocol
 from protocol import ProtocolRef
 
@@ -59,6 +65,8 @@ class ResultStore(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
+    def append(self, table: str, row: dict[str, Any]) -> None: ...
+
     def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ...) -> list[Any]: ...
 
     def register_protocol(self, protocol: FrozenProtocol) -> ProtocolRef: ...
@@ -99,6 +107,30 @@ class ResultStore(Protocol):
     def add_report(self, kind: str, subject: str, body: dict[str, Any], ref: ProtocolRef) -> str: ...
 
     def reports(self, kind: str, subject: str | None = None) -> list[dict[str, Any]]: ...
+
+    # ---- campaign tables, registrations and tasks, read (rows: harness.store._read_models)
+    def campaign(self, campaign_id: str) -> CampaignRow | None: ...
+
+    def campaigns(self, preregistration_id: str | None = None) -> list[CampaignRow]: ...
+
+    def iterations(self, campaign_id: str) -> list[IterationRow]: ...
+
+    def iteration_verdict_details(self, campaign_id: str) -> list[dict[str, Any]]: ...
+
+    def unrecorded_verdict_id(self, session_ids: Sequence[str], task_id: str,
+                              candidate_sha256: str) -> str | None: ...
+
+    def iteration_counts(self) -> dict[str, IterationCounts]: ...
+
+    def campaign_outcome(self, campaign_id: str) -> OutcomeRow | None: ...
+
+    def outcome_statuses(self) -> dict[str, str]: ...
+
+    def preregistration(self, reg_id: str) -> PreregistrationRow | None: ...
+
+    def task_metadata(self, task_id: str) -> dict[str, Any] | None: ...
+
+    def report_counts(self, kind: str) -> dict[str, int]: ...
 
     def verify(self) -> StoreVerification: ...
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from harness.store._chain import (
     row_hash,
 )
 from harness.store._errors import IngestRejected, NotFound, StoreError, StoreSchemaVersionError, StoreTampered
+from harness.store._read_models import CampaignRow, IterationCounts, IterationRow, OutcomeRow, PreregistrationRow
 from harness.store._sqlite_schema import (
     _KEYS_WITH_THEIR_OWN_RULE,
     APPEND_ONLY_TABLES,
@@ -501,3 +502,109 @@ class SqliteStore:
             params.append(subject)
         return [{"id": r[0], "subject": r[1], "body": json.loads(r[2]), "created_at": r[3]}
                 for r in self.query(sql + " ORDER BY created_at", params)]
+
+    # ------------------------------------------------------------------ campaign tables and tasks, read
+    # The typed reads of the modules outside the store (campaigns, compare, prereg, reports, retest,
+    # search, the sweep): they write no SQL (tests/test_sql_in_store.py). Their rows are written with
+    # ``append``, through the hash chain.
+    @staticmethod
+    def _campaign_row(r: Any) -> CampaignRow:
+        return CampaignRow(
+            id=r["id"], task_id=r["task_id"], kind=r["kind"], tuner_spec=r["tuner_spec"], seed=r["seed"],
+            budget=r["budget"], session_id=r["session_id"], device_sha256=r["device_sha256"],
+            preregistration_id=r["preregistration_id"], arm=r["arm"], config=json.loads(r["config_json"]),
+            protocol_version=r["protocol_version"], protocol_sha256=r["protocol_sha256"], created_at=r["created_at"])
+
+    def campaign(self, campaign_id: str) -> CampaignRow | None:
+        """The stored campaign (tuning run) ``campaign_id``; None when there is none."""
+        rows = self.query("SELECT * FROM campaigns WHERE id = ?", (campaign_id,))
+        return self._campaign_row(rows[0]) if rows else None
+
+    def campaigns(self, preregistration_id: str | None = None) -> list[CampaignRow]:
+        """Every stored campaign, oldest first; only those claiming ``preregistration_id`` when given."""
+        if preregistration_id is None:
+            rows = self.query("SELECT * FROM campaigns ORDER BY created_at")
+        else:
+            rows = self.query("SELECT * FROM campaigns WHERE preregistration_id = ? ORDER BY created_at",
+                              (preregistration_id,))
+        return [self._campaign_row(r) for r in rows]
+
+    def iterations(self, campaign_id: str) -> list[IterationRow]:
+        """A campaign's stored iterations in index order, each with its verdict's ratio, interval, gates
+        and confinement (the verdict's ``detail.confinement``)."""
+        rows = self.query(
+            "SELECT i.*, v.ratio AS v_ratio, v.ci_low AS v_lo, v.ci_high AS v_hi, v.gates_json AS v_gates, "
+            "json_extract(v.detail_json, '$.confinement') AS v_confinement "
+            "FROM iterations i LEFT JOIN verdicts v ON v.id = i.verdict_id "
+            "WHERE i.campaign_id = ? ORDER BY i.idx", (campaign_id,))
+        return [IterationRow(
+            campaign_id=r["campaign_id"], idx=r["idx"], candidate_sha256=r["candidate_sha256"],
+            verdict_id=r["verdict_id"], usable=bool(r["usable"]), unusable_reason=r["unusable_reason"],
+            tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], cost_usd=r["cost_usd"],
+            model_calls=r["model_calls"], truncated_calls=r["truncated_calls"], detail=json.loads(r["detail_json"]),
+            protocol_version=r["protocol_version"], protocol_sha256=r["protocol_sha256"], created_at=r["created_at"],
+            verdict_ratio=r["v_ratio"], verdict_ci_low=r["v_lo"], verdict_ci_high=r["v_hi"],
+            verdict_gates=json.loads(r["v_gates"]) if r["v_gates"] else [],
+            verdict_confinement=json.loads(r["v_confinement"]) if r["v_confinement"] else {},
+        ) for r in rows]
+
+    def iteration_verdict_details(self, campaign_id: str) -> list[dict[str, Any]]:
+        """The ``detail`` of every verdict an iteration of the campaign records, in iteration order."""
+        return [json.loads(r[0]) for r in self.query(
+            "SELECT v.detail_json FROM iterations i JOIN verdicts v ON v.id = i.verdict_id "
+            "WHERE i.campaign_id = ? ORDER BY i.idx", (campaign_id,))]
+
+    def unrecorded_verdict_id(self, session_ids: Sequence[str], task_id: str, candidate_sha256: str) -> str | None:
+        """The oldest verdict for ``candidate_sha256`` on ``task_id`` measured in one of ``session_ids`` that
+        no iteration records (a run killed between storing a verdict and its iteration), or None."""
+        if not session_ids:
+            return None
+        marks = ", ".join("?" for _ in session_ids)
+        rows = self.query(
+            f"SELECT v.id FROM verdicts v WHERE v.session_id IN ({marks}) AND v.task_id = ? "
+            "AND v.candidate_sha256 = ? AND NOT EXISTS (SELECT 1 FROM iterations i WHERE i.verdict_id = v.id) "
+            "ORDER BY v.created_at, v.id LIMIT 1", (*session_ids, task_id, candidate_sha256))
+        return str(rows[0][0]) if rows else None
+
+    def iteration_counts(self) -> dict[str, IterationCounts]:
+        """Campaign id -> (iterations stored, usable ones), for every campaign with an iteration."""
+        return {str(r[0]): IterationCounts(int(r[1]), int(r[2] or 0)) for r in self.query(
+            "SELECT campaign_id, count(*), sum(usable) FROM iterations GROUP BY campaign_id")}
+
+    def campaign_outcome(self, campaign_id: str) -> OutcomeRow | None:
+        """The campaign's outcome; None while it has not finished."""
+        rows = self.query("SELECT * FROM campaign_outcomes WHERE campaign_id = ?", (campaign_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return OutcomeRow(
+            campaign_id=r["campaign_id"], status=r["status"], truncated_fraction=r["truncated_fraction"],
+            reason=r["reason"], detail=json.loads(r["detail_json"]), protocol_version=r["protocol_version"],
+            protocol_sha256=r["protocol_sha256"], created_at=r["created_at"])
+
+    def outcome_statuses(self) -> dict[str, str]:
+        """Campaign id -> outcome status, for every finished campaign."""
+        return {str(r[0]): str(r[1]) for r in self.query("SELECT campaign_id, status FROM campaign_outcomes")}
+
+    def preregistration(self, reg_id: str) -> PreregistrationRow | None:
+        """The stored pre-registration ``reg_id`` (its spec decoded, not re-checked); None when there is none."""
+        rows = self.query("SELECT * FROM preregistrations WHERE id = ?", (reg_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return PreregistrationRow(
+            id=r["id"], spec=json.loads(r["spec_json"]), spec_sha256=r["spec_sha256"],
+            protocol_version=r["protocol_version"], protocol_sha256=r["protocol_sha256"], created_at=r["created_at"])
+
+    def task_metadata(self, task_id: str) -> dict[str, Any] | None:
+        """The metadata stored with task ``task_id`` (``add_task``); None when the task is not stored."""
+        rows = self.query("SELECT metadata_json FROM tasks WHERE id = ?", (task_id,))
+        if not rows:
+            return None
+        meta: dict[str, Any] = json.loads(rows[0][0])
+        return meta
+
+    def report_counts(self, kind: str) -> dict[str, int]:
+        """Subject -> how many reports of ``kind`` are stored about it."""
+        return {str(r[0]): int(r[1]) for r in self.query(
+            "SELECT subject, count(*) FROM reports WHERE kind = ? GROUP BY subject", (kind,))}
