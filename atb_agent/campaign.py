@@ -20,7 +20,6 @@ from typing import Any
 
 from transcripts import EndData, HeaderData, TranscriptWriter, read_transcript
 
-from atb_agent._engine_support import engine_campaign_config, is_engine, load_campaign_task, subject_kind
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
@@ -35,6 +34,7 @@ from atb_agent.tuners import (
     tool_definitions_sha256,
 )
 from harness.records import utc_now
+from harness.subjects import Subject, load_subject
 
 
 @dataclass
@@ -61,7 +61,7 @@ def _tuner_for(spec: str, base_url: str | None) -> Tuner:
     return graph_tuner_from_header(spec, header)
 
 
-def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, store_path: str | Path, *,
+def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed: int, store_path: str | Path, *,
                  base_url: str | None = None, resume: str | None = None, services: CampaignServices | None = None,
                  transcript_path: Path | None = None, checkpoint_path: Path | None = None,
                  scripted: bool = False, label: str = "", backend: str = "cpu",
@@ -69,9 +69,11 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
                  config: dict[str, Any] | None = None) -> Any:
     """Run (or resume) one tuning campaign and return its stored :class:`harness.campaigns.CampaignSummary`.
 
-    ``scripted`` marks the transcript as coming from scripted model turns (tests, fixtures).
-    ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered A/B; ``config`` is stored
-    with the campaign. ``random`` runs :func:`harness.search.random_search_task` (``services`` unused).
+    ``task`` is a task name or file (:func:`harness.subjects.load_subject` decides its kind) or a loaded
+    :class:`~harness.subjects.Subject`. ``scripted`` marks the transcript as coming from scripted model
+    turns (tests, fixtures). ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered
+    A/B; ``config`` is stored with the campaign. ``random`` runs
+    :func:`harness.search.random_search_task` (``services`` unused).
 
     Raises:
         TunerSpecError: the spec names no tuner. MissingApiKeyError: the provider's key is unset.
@@ -92,20 +94,20 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
         from harness.search import random_search_task
 
         with SqliteStore(store_file) as random_store:
-            return random_search_task(str(task), store=random_store, protocol=proto, budget=budget, seed=seed,
+            return random_search_task(task, store=random_store, protocol=proto, budget=budget, seed=seed,
                                       backend=backend, campaign_id=resume,  # type: ignore[arg-type]
                                       preregistration_id=preregistration_id, arm=arm)
-    t = load_campaign_task(task)
+    subject = load_subject(task) if isinstance(task, (str, Path)) else task
     tuner = _tuner_for(tuner_spec, base_url)        # a bad spec or a missing key fails before anything is opened
     store = SqliteStore(store_file)
     svc = services or HarnessServices(backend)
     if isinstance(svc, BindsTask):
-        svc.bind_task(t)
+        svc.bind_task(subject)
     try:
         if resume is not None:
             recorder = CampaignRecorder.resume(store, proto, resume)
             info = recorder.info
-            if (info.task_id, info.tuner_spec, info.budget, info.seed) != (t.id, tuner_spec, budget, seed):
+            if (info.task_id, info.tuner_spec, info.budget, info.seed) != (subject.id, tuner_spec, budget, seed):
                 raise CampaignError(f"campaign {resume} is task {info.task_id!r}, tuner {info.tuner_spec!r}, budget "
                                     f"{info.budget}, seed {info.seed}; resume it with the same arguments")
             if recorder.finished():
@@ -115,48 +117,29 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
             recorder.attach_session(svc.open_session(store, proto, info.session_id))
         else:
             session_id = svc.open_session(store, proto, None)
-            extra = engine_campaign_config(t) if is_engine(t) else {}
-            recorder = CampaignRecorder.open(store, proto, task_id=t.id, kind=subject_kind(t), tuner_spec=tuner_spec,
+            recorder = CampaignRecorder.open(store, proto, task_id=subject.id, kind=subject.kind, tuner_spec=tuner_spec,
                                              seed=seed, budget=budget, session_id=session_id,
                                              preregistration_id=preregistration_id, arm=arm,
-                                             config={**(config or {}), **extra, **campaign_config_of(tuner),
-                                                     "base_url": base_url or "",
+                                             config={**(config or {}), **subject.campaign_config(),
+                                                     **campaign_config_of(tuner), "base_url": base_url or "",
                                                      "scripted": scripted})
         paths = default_paths(store_file, recorder.campaign_id)
         inbox = SubmissionInbox()
-        brief = task_brief(t)
-        toolbox = svc.toolbox(t, brief, inbox)
+        brief = task_brief(subject)
+        toolbox = svc.toolbox(subject, brief, inbox)
         writer = TranscriptWriter(transcript_path or paths.transcript)
         if writer.next_seq == 0:
-            who = tuner.identity()
-            writer.append("header", HeaderData(
-                scripted=scripted, label=label, tuner_spec=tuner_spec, provider=who.provider, model=who.model,
-                base_url=who.base_url, task=t.id, task_brief=brief, budget=budget, seed=seed,
-                campaign_id=recorder.campaign_id, protocol_version=proto.version, protocol_sha256=proto.sha256,
-                max_output_tokens=proto.agent.max_output_tokens,
-                max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
-                tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now(),
-                text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server))
+            _write_header(writer, tuner, tuner_spec, subject.id, brief, budget, seed, recorder.campaign_id, proto,
+                          toolbox, scripted=scripted, label=label)
         replay = None
-        evaluator = svc.evaluator(t, store, proto)
+        evaluator = svc.evaluator(subject, store, proto)
         if parse_spec(tuner_spec).kind == "replay":
-            from atb_agent.replay import RecordedEvaluator, ReplayToolBox, ReplayTunerEvaluator
-            from transcripts import ReplayCursor
-
-            recorded = read_transcript(parse_spec(tuner_spec).arg)
-            replay = ReplayCursor(recorded.model_calls())
-            if resume is not None:
-                # The graph resumes from its checkpoint: the recorded calls served before it are done.
-                from atb_agent._runner import checkpointed_transcript_seq, replayed_calls_before
-
-                at = checkpointed_transcript_seq(checkpoint_path or paths.checkpoints, recorder.campaign_id)
-                if at is not None:
-                    replay.served = replayed_calls_before(writer.path, at)
-            toolbox = ReplayToolBox(toolbox, recorded.tool_calls())
-            evaluator = ReplayTunerEvaluator(evaluator, RecordedEvaluator(recorded))
+            replay, toolbox, evaluator = _replay_tuner_parts(tuner_spec, toolbox, evaluator, writer.path,
+                                                             checkpoint_path or paths.checkpoints,
+                                                             recorder.campaign_id, resumed=resume is not None)
         env = TuningEnvironment(
-            campaign_id=recorder.campaign_id, task_id=t.id, task_brief=brief, budget=budget, seed=seed, toolbox=toolbox,
-            inbox=inbox, evaluator=evaluator, iterations=StoreIterationSink(recorder),
+            campaign_id=recorder.campaign_id, task_id=subject.id, task_brief=brief, budget=budget, seed=seed,
+            toolbox=toolbox, inbox=inbox, evaluator=evaluator, iterations=StoreIterationSink(recorder),
             transcript=writer, checkpoint_path=checkpoint_path or paths.checkpoints,
             max_output_tokens=proto.agent.max_output_tokens,
             max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
@@ -172,6 +155,41 @@ def run_campaign(task: str | Path, tuner_spec: str, budget: int, seed: int, stor
     finally:
         svc.close()
         store.close()
+
+
+def _write_header(writer: TranscriptWriter, tuner: Tuner, tuner_spec: str, task_id: str, brief: str, budget: int,
+                  seed: int, campaign_id: str, proto: Any, toolbox: ToolBoxLike, *, scripted: bool, label: str) -> None:
+    """The transcript's first entry: who tunes what, under which protocol, with which tools."""
+    who = tuner.identity()
+    writer.append("header", HeaderData(
+        scripted=scripted, label=label, tuner_spec=tuner_spec, provider=who.provider, model=who.model,
+        base_url=who.base_url, task=task_id, task_brief=brief, budget=budget, seed=seed,
+        campaign_id=campaign_id, protocol_version=proto.version, protocol_sha256=proto.sha256,
+        max_output_tokens=proto.agent.max_output_tokens,
+        max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
+        tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now(),
+        text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server))
+
+
+def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evaluator, transcript: Path,
+                        checkpoints: Path, campaign_id: str, *, resumed: bool) -> tuple[Any, ToolBoxLike, Evaluator]:
+    """For ``replay:PATH`` as a tuner: the recorded-call cursor (put where the checkpoint stands when
+    resumed), the toolbox serving recorded tool results, and the evaluator that measures afresh while
+    the model is shown the recorded verdict."""
+    from atb_agent.replay import RecordedEvaluator, ReplayToolBox, ReplayTunerEvaluator
+    from transcripts import ReplayCursor
+
+    recorded = read_transcript(parse_spec(tuner_spec).arg)
+    replay = ReplayCursor(recorded.model_calls())
+    if resumed:
+        # The graph resumes from its checkpoint: the recorded calls served before it are done.
+        from atb_agent._runner import checkpointed_transcript_seq, replayed_calls_before
+
+        at = checkpointed_transcript_seq(checkpoints, campaign_id)
+        if at is not None:
+            replay.served = replayed_calls_before(transcript, at)
+    return (replay, ReplayToolBox(toolbox, recorded.tool_calls()),
+            ReplayTunerEvaluator(evaluator, RecordedEvaluator(recorded)))
 
 
 __all__ = ["BindsTask", "CampaignPaths", "CampaignServices", "HarnessServices", "default_paths", "run_campaign",

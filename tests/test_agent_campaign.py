@@ -166,6 +166,23 @@ def test_resume_with_other_arguments_is_refused(tmp_path: Path) -> None:
                      resume=summary.campaign.id)
 
 
+def test_a_loaded_subject_runs_like_its_name(tmp_path: Path) -> None:
+    """``run_campaign`` takes a :class:`harness.subjects.Subject` as well as a task name; the services see
+    the subject (its id, kind and source), and the campaign stores the kind and config it always has."""
+    from harness.subjects import load_subject
+
+    subject = load_subject("gelu")
+    services = ScriptedServices()
+    with LoopbackServer(three_iterations()) as srv:
+        summary = run_campaign(subject, "openai:scripted-model", 3, 7, tmp_path / "atb.sqlite",
+                               base_url=srv.openai_base_url, services=services, scripted=True)
+    assert summary.iterations_recorded == 3 and summary.campaign.kind == "kernel"
+    assert services.judge is not None and services.judge.task is subject
+    assert {"base_url", "scripted"} <= set(summary.campaign.config) and "engine" not in summary.campaign.config
+    header = read_transcript(Path(summary.outcome.detail["transcript"])).header
+    assert header.task == "gelu" and header.task_brief == subject.model_brief()
+
+
 def test_replay_tuner_reruns_a_transcript_and_is_measured_afresh(tmp_path: Path) -> None:
     first = _run("openai", tmp_path / "a", three_iterations())
     path = first.outcome.detail["transcript"]

@@ -89,10 +89,10 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     assert [v.detail["config"] for v in verdicts] == [FIRST, SECOND]   # what set_flags wrote was launched
     assert any(v.ratio is not None for v in verdicts)  # real trials against the engine default happened
 
-    from atb_agent._engine_support import load_campaign_task
     from atb_agent.replay import replay_transcript
+    from harness.subjects import load_subject
 
-    services, task = HarnessServices("cpu", "bwrap"), load_campaign_task(TASK)
+    services, task = HarnessServices("cpu", "bwrap"), load_subject(TASK)
     try:                                              # the engine transcript replays byte-for-byte
         report = replay_transcript(Path(llm.outcome.detail["transcript"]),
                                    toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox))

@@ -146,6 +146,24 @@ def test_random_search_over_a_file_without_knobs_is_refused(tmp_path: Path, caps
     assert "knob space" in json.loads(capsys.readouterr().out)["error"]
 
 
+def test_an_engine_task_and_a_kernel_task_resolve_alike_for_random_search() -> None:
+    """Tasks resolve through ``load_subject``: an engine task is searchable by ``random`` (its flag space)
+    and each task's identity digest is its subject's (the kernel source's, the engine task's)."""
+    from atb_agent.sweep._spec import SweepSpec, resolve
+    from harness.engines import load_engine_task
+    from harness.records import canonical_json, sha256_text
+    from harness.tasks import load_task
+
+    spec = SweepSpec(tasks=["relu", "llamacpp-tiny-1t"], tuners=["random"], seeds=[1, 2], budget=2)
+    resolved = resolve(spec, Path("."))
+    assert [(k.task_id, k.seed) for k in resolved.campaigns] == [
+        ("relu", 1), ("relu", 2), ("llamacpp-tiny-1t", 1), ("llamacpp-tiny-1t", 2)]
+    identity = {"tasks": [["relu", load_task("relu").source_sha256],
+                          ["llamacpp-tiny-1t", load_engine_task("llamacpp-tiny-1t").sha256]],
+                "tuners": ["random"], "seeds": [1, 2], "budget": 2, "backend": "cpu", "base_url": None}
+    assert resolved.spec_sha256 == sha256_text(canonical_json(identity))
+
+
 def test_unknown_store_scheme_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = _spec(tmp_path, "tasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
     assert main(["sweep", str(spec), "--db", "mysql://x@y/z", "--json"]) == 2

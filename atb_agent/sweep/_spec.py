@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from atb_agent.sweep._errors import SweepSpecError
 from harness.records import canonical_json, sha256_text
+
+if TYPE_CHECKING:
+    from harness.subjects import Subject
 
 _GLOB_CHARS = set("*?[")
 MAX_CAMPAIGNS = 100_000
@@ -110,12 +113,12 @@ def _is_glob(entry: str) -> bool:
     return bool(_GLOB_CHARS & set(entry)) or entry.endswith(".py") or "/" in entry
 
 
-def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, str, str]]:
-    """(what to pass to the tuner, store task id, source digest) for every task entry."""
-    from atb_agent._engine_support import load_campaign_task
+def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, Subject]]:
+    """(what to pass to the tuner, the loaded subject) for every task entry."""
     from harness.errors import HarnessError
+    from harness.subjects import load_subject
 
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, Subject]] = []
     for entry in entries:
         if _is_glob(entry):
             pattern = entry if Path(entry).is_absolute() else str(base / entry)
@@ -128,21 +131,20 @@ def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, str, str]]
             names = [entry]
         for name in names:
             try:
-                t = load_campaign_task(name)
+                out.append((name, load_subject(name)))
             except (HarnessError, OSError) as exc:
                 raise SweepSpecError(f"tasks: {name!r} does not load: {exc}") from exc
-            digest = getattr(t, "source_sha256", None) or getattr(t, "sha256", "")
-            out.append((name, str(t.id), str(digest)))
-    ids = [tid for _, tid, _ in out]
+    ids = [s.id for _, s in out]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise SweepSpecError(f"tasks: the same task is listed twice ({', '.join(dupes)})")
     return out
 
 
-def _check_tuners(tuners: list[str], tasks: list[tuple[str, str, str]]) -> None:
+def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]]) -> None:
     from atb_agent.errors import TunerSpecError
     from atb_agent.tuners import parse_spec
+    from harness.search import KnobSpaceError
 
     for spec in tuners:
         try:
@@ -152,13 +154,12 @@ def _check_tuners(tuners: list[str], tasks: list[tuple[str, str, str]]) -> None:
         if parsed.kind == "replay" and not Path(parsed.arg).is_file():
             raise SweepSpecError(f"tuners: {spec!r}: no transcript at {parsed.arg}")
         if parsed.kind == "random":
-            from harness.engines.task import is_engine_task
-            from harness.tasks import load_task
-
-            for name, tid, _ in tasks:
-                if not is_engine_task(name) and not load_task(name).knob_space:
-                    raise SweepSpecError(f"tuners: random search needs a knob space and task {tid} declares "
-                                         "none (KernelBench files have none): drop 'random' or that task")
+            for _, subject in tasks:
+                try:
+                    subject.search_space()
+                except KnobSpaceError as exc:
+                    raise SweepSpecError(f"tuners: random search needs a knob space and task {subject.id} declares "
+                                         "none (KernelBench files have none): drop 'random' or that task") from exc
 
 
 def load_spec(path: str | Path) -> ResolvedSweep:
@@ -193,12 +194,12 @@ def resolve(spec: SweepSpec, base: Path) -> ResolvedSweep:
     n = len(tasks) * len(spec.tuners) * len(spec.seeds)
     if n > MAX_CAMPAIGNS:
         raise SweepSpecError(f"the sweep has {n} campaigns, more than {MAX_CAMPAIGNS}; split it")
-    identity = {"tasks": [[tid, digest] for _, tid, digest in tasks], "tuners": spec.tuners, "seeds": spec.seeds,
-                "budget": spec.budget, "backend": spec.devices.backend, "base_url": spec.base_url}
+    identity = {"tasks": [[subject.id, subject.sha256] for _, subject in tasks], "tuners": spec.tuners,
+                "seeds": spec.seeds, "budget": spec.budget, "backend": spec.devices.backend, "base_url": spec.base_url}
     digest = sha256_text(canonical_json(identity))
     sweep_id = spec.id or f"sweep-{digest[:12]}"
-    keys = [CampaignKey(sweep_id=sweep_id, task=name, task_id=tid, tuner=tuner, seed=seed)
-            for name, tid, _ in tasks for tuner in spec.tuners for seed in spec.seeds]
+    keys = [CampaignKey(sweep_id=sweep_id, task=name, task_id=subject.id, tuner=tuner, seed=seed)
+            for name, subject in tasks for tuner in spec.tuners for seed in spec.seeds]
     return ResolvedSweep(sweep_id=sweep_id, spec=spec, spec_sha256=digest, campaigns=keys)
 
 
