@@ -243,7 +243,7 @@ class Collector:
         else:
             cmd["distribution"] = dist
         self._note_transport(share)
-        if isinstance(share.get("vmm"), dict) and not self._relay_fd(share):
+        if isinstance(share.get("vmm"), dict) and not self._relay_fd(share, tag):
             # the candidate named a device-memory fd but sent none: it shares a file instead
             cand = self.workers["candidate"]
             assert cand is not None
@@ -277,11 +277,19 @@ class Collector:
         if kind not in self._transports:
             self._transports.append(kind)
 
-    def _relay_fd(self, share: dict[str, Any]) -> bool:
-        """Forward the candidate's output fd (VMM share) to the reference child; False if none came."""
+    def _relay_fd(self, share: dict[str, Any], expected_tag: str) -> bool:
+        """Forward the candidate's output fd (VMM share) to the reference child; False if none came.
+
+        Raises:
+            ArmFailed: the candidate's descriptor names another output than the one asked for.
+        """
         cand, ref = self.workers["candidate"], self.workers["baseline"]
         assert cand is not None and ref is not None
         tag = str(share["vmm"].get("tag", ""))[:128]
+        if tag != expected_tag[:128]:
+            raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                          detail=f"the output descriptor names {tag!r}, not the output {expected_tag!r} "
+                                                 "the harness asked for"))
         fd = cand.receive_fd(tag)
         if fd is None:
             return False
@@ -308,8 +316,9 @@ class Collector:
         for seed in self.out.correctness_seeds:
             for dist in self.distributions():
                 t0 = perf_counter_ns()
+                tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
                 try:
-                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": "call",
+                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": tag,
                                        "save_path": self._path("cand"), "record_ops": first})
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
@@ -330,7 +339,7 @@ class Collector:
                 if not isinstance(share, dict):
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
                                                   detail="call: the reply carries no shared output"))
-                self._check(share, "correctness", seed, dist)
+                self._check(share, "correctness", seed, dist, tag=tag)
                 self._release("candidate")
         self.out.correct = all(c.passed for c in self.out.comparisons)
 
@@ -392,7 +401,7 @@ class Collector:
         while n_capture and len(capture) < min(n_capture, total_c):
             capture = sorted(set(capture) | {secrets.randbelow(total_c)})
         acc: dict[str, dict[str, Any]] = {a: {"times": [], "rounds": [], "wall": 0.0, "timed": 0.0, "parent": 0.0,
-                                              "outs": [], "other": 0.0, "method": ""} for a in prep}
+                                              "handler": 0.0, "outs": [], "other": 0.0, "method": ""} for a in prep}
         for r in range(rounds):
             order = self._active_arms()
             k = r % len(order)
@@ -415,6 +424,7 @@ class Collector:
                 a["times"].extend(float(x) for x in rep["times_ns"])
                 a["rounds"].append([float(x) for x in rep["times_ns"]])
                 a["wall"] += float(rep["wall_ns"])
+                a["handler"] += float(rep.get("handler_ns", rep["wall_ns"]))
                 a["timed"] += float(rep["timed_total_ns"])
                 a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
                 a["outs"].extend(rep["timed_outputs"])
@@ -433,7 +443,7 @@ class Collector:
             outs = [TimedOutput(rep=int(o["rep"]), input_seed=int(o["input_seed"]), spec=dict(o.get("spec") or {}),
                                 output_path=str(o.get("output_path", ""))) for o in a["outs"]]
             facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
-                               parent_wall_ns=a["parent"], timed_outputs=outs,
+                               parent_wall_ns=a["parent"], handler_ns=a["handler"], timed_outputs=outs,
                                input_hashes_before=list(fin.get("input_hashes_before", prep[arm]["input_hashes_before"])),
                                input_hashes_after=list(fin["input_hashes_after"]),
                                threads_after=int(fin["threads_after"]), method=a["method"],

@@ -65,6 +65,9 @@ class TimedFacts(_Fact):
     wall_ns: float = 0                             # harness wall clock from first start to after device sync
     timed_total_ns: float = 0                      # sum of the timed region over the same repetitions
     parent_wall_ns: float = 0                      # the parent's own clock around the whole command
+    # the worker's bound clock around its whole handling of the commands (the timed loop and the harness
+    # work around it: input sets, mutation checks, cache release); 0: not recorded (wall_ns stands in)
+    handler_ns: float = 0
     timed_outputs: list[TimedOutput] = Field(default_factory=list)
     input_hashes_before: list[str] = Field(default_factory=list)
     input_hashes_after: list[str] = Field(default_factory=list)

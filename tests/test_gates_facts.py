@@ -302,6 +302,27 @@ def test_one_preempted_seed_is_not_tampering() -> None:
     assert "timer_tampering" not in failing(ev.model_copy(update={"candidate_timed": timed}))
 
 
+def test_harness_work_the_worker_clocked_is_not_tampering() -> None:
+    """H200, 12_Matmul_with_diagonal_matrices_: the candidate's process spent 70 ms more than the
+    baseline's on harness work around a 34 ms timed wall (input sets, checks), which its clock saw and
+    reported as handling time. Against the timed wall alone that read 3.08x; against the handling
+    time it is IPC only. A clock slowed by 4 still fails: it shrinks the handling time too."""
+    ev = honest(backend="cuda")
+    extra = [t.model_copy(update={"handler_ns": t.wall_ns + 7e7 + 2.5e8,
+                                  "parent_wall_ns": t.wall_ns + 7e7 + 2.5e8 + 4e6}) for t in ev.candidate_timed]
+    base = [t.model_copy(update={"handler_ns": t.wall_ns + 2.5e8, "parent_wall_ns": t.wall_ns + 2.5e8 + 4e6})
+            for t in ev.baseline_timed]
+    assert "timer_tampering" not in failing(ev.model_copy(update={"candidate_timed": extra, "baseline_timed": base}))
+    unclocked = [t.model_copy(update={"handler_ns": 0.0}) for t in extra]   # a store row from before handler_ns
+    assert "timer_tampering" in failing(ev.model_copy(update={"candidate_timed": unclocked, "baseline_timed": base}))
+    slowed = [t if t.timed_outputs else t.model_copy(update={
+        "times_ns": [x / 4 for x in t.times_ns], "timed_total_ns": t.timed_total_ns / 4, "wall_ns": t.wall_ns / 4,
+        "handler_ns": t.handler_ns / 4}) for t in extra]
+    assert "timer_tampering" in failing(ev.model_copy(update={"candidate_timed": slowed, "baseline_timed": base}))
+    lying = [t.model_copy(update={"handler_ns": t.parent_wall_ns * 2}) for t in extra]
+    assert "timer_tampering" in failing(ev.model_copy(update={"candidate_timed": lying, "baseline_timed": base}))
+
+
 def test_ipc_cost_seen_on_the_baseline_is_not_tampering() -> None:
     ev = honest(backend="cuda")
     slow_ipc = [t.model_copy(update={"parent_wall_ns": t.wall_ns + 3e7}) for t in ev.candidate_timed]

@@ -96,6 +96,46 @@ def test_fd_channel_pending_is_bounded() -> None:
         child_end.close()
 
 
+def _same_file(a: int, b: int) -> bool:
+    sa, sb = os.fstat(a), os.fstat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def test_an_output_left_unread_can_never_stand_in_for_the_next_one() -> None:
+    """H200: the reference skipped a comparison (its own output had NaN), left the candidate's fd on
+    its channel, and the next comparison under the same tag mapped that stale output. Now the skipped
+    comparison discards its fd, and each correctness call has its own tag, so a stale fd left on the
+    channel is dropped rather than served."""
+    from harness.runner._share import discard_output
+
+    ref_end, harness_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        stale, fresh = _pipe_fd(), _pipe_fd()
+        socket.send_fds(harness_end, [b"call-1-normal"], [stale])
+        discard_output({"vmm": {"tag": "call-1-normal"}}, ref_end, timeout_s=1.0)   # the skipped comparison
+        socket.send_fds(harness_end, [b"call-1-uniform"], [fresh])
+        got = recv_tagged_fd(ref_end, "call-1-uniform", 1.0)
+        assert _same_file(got, fresh) and not _same_file(got, stale)
+        os.close(got)
+        # without the discard, distinct tags still keep the stale output out (it is closed, not served)
+        stale2, fresh2 = _pipe_fd(), _pipe_fd()
+        socket.send_fds(harness_end, [b"call-2-normal"], [stale2])
+        socket.send_fds(harness_end, [b"call-2-uniform"], [fresh2])
+        got = recv_tagged_fd(ref_end, "call-2-uniform", 1.0)
+        assert _same_file(got, fresh2)
+        os.close(got)
+        discard_output({"path": "/x"}, ref_end, timeout_s=0.1)          # a file share has no fd: nothing to take
+        discard_output({"vmm": {"tag": "never-sent"}}, ref_end, timeout_s=0.1)   # none came: no error
+    finally:
+        for f in (stale, fresh, stale2, fresh2):
+            try:
+                os.close(f)
+            except OSError:
+                pass
+        ref_end.close()
+        harness_end.close()
+
+
 class _HostBuffer:
     """Stands in for a mapped VMM buffer: ``unpack`` only needs its size and its bytes as a tensor."""
 

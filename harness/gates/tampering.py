@@ -92,14 +92,22 @@ def _timing_problems(arm: str, t: TimedFacts) -> list[str]:
                             "whole command: the worker's timer is not trustworthy")
         if t.wall_ns > t.parent_wall_ns:
             problems.append(f"{arm} seed {t.seed}: the worker's wall time exceeds the parent's own clock")
+        if t.handler_ns > t.parent_wall_ns:
+            problems.append(f"{arm} seed {t.seed}: the worker's time handling its commands exceeds the parent's "
+                            "own clock around them")
     return problems
 
 
 def _parent_clock_problems(evidence: Evidence, protocol: Protocol) -> list[str]:
-    """A worker clock that runs slow shows as parent time the worker's wall does not account for.
+    """A worker clock that runs slow shows as parent time the worker's clock does not account for.
 
-    Per seed, both arms run the same number of blocks, so the baseline's (parent - worker wall) is
-    the IPC cost of that many blocks; the candidate's excess beyond it is time its clock did not see.
+    Per seed, both arms run the same number of blocks, so the baseline's (parent - worker's handling
+    time) is the IPC cost of that many blocks; the candidate's excess beyond it is time its clock did
+    not see, and it is set against the timed wall. The worker's handling time (``handler_ns``: the
+    block and the harness work around it, by the same bound clock) is what the parent's round trip
+    contains; against the timed wall alone, any harness work outside the timed loop that differs
+    between two processes (on the H200, 70 ms beside a 34 ms wall on 12_Matmul_with_diagonal_matrices_)
+    read as a slowed clock. A clock slowed by k still shows: the time it hides is the same either way.
     Seeds with captured timed outputs are skipped (saving them costs parent time only for the
     candidate). Preemption on a loaded machine inflates single seeds at random while a slowed clock
     inflates every seed, so the median over the judged seeds is compared with the limit.
@@ -120,7 +128,8 @@ def _parent_clock_problems(evidence: Evidence, protocol: Protocol) -> list[str]:
             continue
         if t.parent_wall_ns < protocol.gates.escape_min_wall_ns:
             continue
-        unexplained = (t.parent_wall_ns - t.wall_ns) - max(0.0, b.parent_wall_ns - b.wall_ns)
+        t_seen, b_seen = t.handler_ns or t.wall_ns, b.handler_ns or b.wall_ns
+        unexplained = (t.parent_wall_ns - t_seen) - max(0.0, b.parent_wall_ns - b_seen)
         ratios.append(((t.wall_ns + max(0.0, unexplained)) / t.wall_ns, t))
     if not ratios:
         return []

@@ -442,6 +442,7 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     cmp: dict[str, Any]
     if _uninformative(ref):
         cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
+        _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
     else:
         try:
             cand = _share.open_output(torch, dict(cmd["candidate"]), _FD_CHANNEL)
@@ -591,6 +592,7 @@ def _refill_static(rep: int) -> None:
 
 
 def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
+    t_cmd = _now()   # the whole handling, by the bound clock: the parent's own clock is compared with it
     reps, offset = int(cmd["reps"]), int(cmd["rep_offset"])
     capture_global = {int(r) for r in cmd.get("capture", [])}
     capture = {r - offset for r in capture_global if offset <= r < offset + reps}
@@ -654,7 +656,8 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
     if BACKEND == "cuda" and S.graphs is None:
         _free_device(2 * S.set_bytes)  # heavy arms take turns: this arm's cache goes back between blocks
     return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
-            "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs}
+            "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs,
+            "handler_ns": float(_now() - t_cmd)}
 
 
 def _spec_seed(spec: dict[str, Any]) -> int:

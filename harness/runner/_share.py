@@ -189,6 +189,23 @@ def _open_vmm(torch: Any, d: dict[str, Any], channel: socket.socket | None) -> A
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def discard_output(desc: dict[str, Any], channel: socket.socket | None, timeout_s: float = 5.0) -> None:
+    """Take the fd a VMM share sent under its tag off ``channel`` and close it, unread.
+
+    Why: the harness forwards a candidate's output fd before the comparison command; a comparison
+    that never opens it (the reference's own output holds NaN on that input, so nothing is compared)
+    must still take it, or it waits on the channel, and a later comparison under a reused tag would
+    map this stale output instead of its own (seen on the H200: 90_cumprod and 98_KLDivLoss read an
+    earlier seed's NaN output as the candidate's)."""
+    vmm = desc.get("vmm")
+    if channel is None or not isinstance(vmm, dict):
+        return
+    try:
+        _vmm.close_fd(recv_tagged_fd(channel, str(vmm.get("tag", ""))[:MAX_TAG], timeout_s=timeout_s))
+    except (TimeoutError, OSError):
+        pass
+
+
 def recv_tagged_fd(channel: socket.socket, tag: str, timeout_s: float, pending: dict[str, int] | None = None,
                    max_pending: int = 64) -> int:
     """The fd sent under ``tag`` on ``channel``; fds under other tags wait in ``pending`` (or are
