@@ -1,8 +1,9 @@
 """What the graph's ``submit`` node hands submissions to, and where iterations are recorded.
 
 The graph never measures anything itself: an :class:`Evaluator` turns submitted workspace files into
-a :class:`VerdictSummary` (from the harness, or, when replaying with recorded measurement, from the
-transcript), and an :class:`IterationSink` stores each iteration exactly once.
+a :class:`VerdictSummary` (from the harness through :class:`atb_agent.services.SubjectEvaluator`, or,
+when replaying with recorded measurement, from the transcript), and an :class:`IterationSink` stores
+each iteration exactly once.
 """
 
 from __future__ import annotations
@@ -108,33 +109,6 @@ class MemoryIterationSink:
         return self.rows[idx]
 
 
-class HarnessEvaluator:
-    """Measures the workspace's ``candidate.py`` with :func:`harness.evaluate.evaluate_candidate`, every
-    iteration in the campaign's one measurement session."""
-
-    def __init__(self, task: str, store: Any, session: Any, protocol: Any, candidate_file: str = CANDIDATE_FILE) -> None:
-        self.task = task
-        self.store = store
-        self.session = session
-        self.protocol = protocol
-        self.candidate_file = candidate_file
-
-    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary:
-        from harness.evaluate import evaluate_candidate
-
-        data = files.get(self.candidate_file)
-        if data is None:
-            return VerdictSummary(status="no_submission", built=True,
-                                  reason=f"the submitted workspace has no {self.candidate_file}")
-        try:
-            source = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return VerdictSummary(status="no_submission", built=False,
-                                  reason=f"{self.candidate_file} is not UTF-8 text")
-        result = evaluate_candidate(self.task, source, store=self.store, session=self.session, protocol=self.protocol)
-        return summary_of_result(result)
-
-
 def summary_of_result(result: Any, detail: dict[str, Any] | None = None) -> VerdictSummary:
     """The agent's view of a harness result (a kernel ``EvalResult`` or an ``EngineEvalResult``: both
     carry the same verdict fields), so the graph reads kernel and engine verdicts alike."""
@@ -143,39 +117,3 @@ def summary_of_result(result: Any, detail: dict[str, Any] | None = None) -> Verd
                           candidate_sha256=result.candidate_sha256, correct=bool(result.correct),
                           speedup=result.speedup, speedup_ci=ci,  # type: ignore[arg-type]
                           reason=result.reason or "", usable_ci=bool(result.usable_ci), detail=detail or {})
-
-
-class EngineEvaluator:
-    """Measures the workspace's flag configuration (``flags.json``, what ``set_flags`` writes) with
-    :func:`harness.engines.evaluate_engine_candidate`: the candidate launch against the same engine's
-    default launch on paired workload seeds, every iteration in the campaign's one engine session.
-
-    A configuration outside the flag space, one that does not launch or one whose outputs differ from
-    the default's is a rejected verdict (stored), never an exception.
-    """
-
-    def __init__(self, task: Any, store: Any, session_id: str, protocol: Any) -> None:
-        self.task = task
-        self.store = store
-        self.session_id = session_id
-        self.protocol = protocol
-
-    def evaluate(self, iteration: int, files: dict[str, bytes]) -> VerdictSummary:
-        """Raises (the machine or setup is broken, not the candidate): EngineNotBuilt,
-        EngineLaunchFailed (the *default* launch failed), IngestRejected."""
-        from harness.engines import (
-            ENGINE_CANDIDATE_FILE, FlagSpaceError, config_text_from_files, evaluate_engine_candidate,
-        )
-
-        if ENGINE_CANDIDATE_FILE not in files:
-            return VerdictSummary(status="no_submission", built=True,
-                                  reason=f"the submitted workspace has no {ENGINE_CANDIDATE_FILE}; call set_flags "
-                                         "to write it, then submit")
-        try:
-            text = config_text_from_files(files)
-        except FlagSpaceError as exc:
-            return VerdictSummary(status="no_submission", built=False, reason=str(exc))
-        result = evaluate_engine_candidate(self.task, text, store=self.store, session=self.session_id,
-                                           protocol=self.protocol)
-        return summary_of_result(result, {"kind": "engine", "engine": result.engine,
-                                          "baseline_label": result.baseline_label, "config": result.config})

@@ -147,11 +147,10 @@ class StoredCeilings:
 
 def stored_ceilings(store: ResultStore, device_sha256: str) -> StoredCeilings | None:
     """The maximum of every ceilings row stored for ``device_sha256``, or None when there is none."""
-    rows = store.query("SELECT max(bytes_per_s), max(flops_per_s), count(*) FROM ceilings WHERE device_sha256 = ?",
-                       (device_sha256,))
-    if not rows or not rows[0][2]:
+    summary = store.ceilings_summary(device_sha256)
+    if summary is None:
         return None
-    return StoredCeilings(float(rows[0][0]), float(rows[0][1]), int(rows[0][2]))
+    return StoredCeilings(summary.bytes_per_s, summary.flops_per_s, summary.rows)
 
 
 def best_ceilings(store: ResultStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:

@@ -33,12 +33,7 @@ SQL_AT_START = re.compile(rf"\s*\(?\s*(?:{_STATEMENT})", re.DOTALL | re.IGNORECA
 
 # Module (relative path) -> why it still holds SQL. Each entry is temporary: once its module is free
 # of SQL, test_known_exceptions_still_hold_sql fails until the entry is deleted.
-KNOWN_EXCEPTIONS: dict[str, str] = {
-    # best_ceilings' max(...) over the ceilings table: moved by the session owner.
-    "harness/session.py": "moved by the session owner",
-    # the "is this campaign stored?" check: temporary, its owner moves it (store.campaign(id) is not None).
-    "harness/search/_task.py": "temporary: its owner replaces it with store.campaign(id)",
-}
+KNOWN_EXCEPTIONS: dict[str, str] = {}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

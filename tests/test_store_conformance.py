@@ -697,3 +697,23 @@ def test_unrecorded_verdict_task_metadata_and_report_counts(store_backend: Backe
         st.add_report(kind, subject, {}, REF)
     assert st.report_counts("attempt") == {"s1": 2, "s2": 1} and st.report_counts("none") == {}
     assert st.verify().ok
+
+
+def test_ceilings_summary_is_the_maximum_over_a_devices_rows(store_backend: Backend, session: str) -> None:
+    from harness.records import DeviceCeilings
+    from harness.store import CeilingsSummary
+
+    st = store_backend.store
+    dev = _dev(store_backend, session)
+    assert st.ceilings_summary(dev) is None
+    st.add_ceilings(session, DeviceCeilings(bytes_per_s=2.0e12, flops_per_s=5.0e13, method="a"), REF)
+    later = st.open_session(_fp(), REF)                                  # same fingerprint, another session
+    st.add_ceilings(later, DeviceCeilings(bytes_per_s=3.0e12, flops_per_s=4.0e13, method="b"), REF)
+    other = st.open_session(_fp("cpu-b"), REF)                            # another device: not counted
+    st.add_ceilings(other, DeviceCeilings(bytes_per_s=9.0e12, flops_per_s=9.0e13, method="c"), REF)
+    summary = st.ceilings_summary(dev)
+    assert summary == CeilingsSummary(bytes_per_s=3.0e12, flops_per_s=5.0e13, rows=2)
+    assert isinstance(summary.rows, int) and isinstance(summary.bytes_per_s, float)
+    assert st.ceilings_summary(_dev(store_backend, other)) == CeilingsSummary(bytes_per_s=9.0e12, flops_per_s=9.0e13,
+                                                                               rows=1)
+    assert st.ceilings_summary("0" * 64) is None

@@ -253,18 +253,11 @@ def test_an_evaluator_for_a_subject_of_another_kind_is_refused() -> None:
         svc.evaluator(load_subject(ENGINE_TASK), None, None)
 
 
-def test_the_engine_support_names_are_thin_aliases() -> None:
-    from atb_agent._engine_support import load_campaign_task, subject_kind
-
-    assert isinstance(load_campaign_task(ENGINE_TASK), EngineSubject)
-    assert subject_kind(load_campaign_task("relu")) == "kernel"
-
-
 # ---------------------------------------------------------------------- nobody else branches on the kind
 
 SEES_ONLY_THE_PROTOCOL = [
     "atb_agent/campaign.py", "atb_agent/services.py", "atb_agent/sweep/_spec.py", "harness/search/_task.py",
-    "atb_agent/_engine_support.py",
+    "atb_agent/cli/_replay.py", "atb_agent/mcp/_campaign.py",
 ]
 KIND_NAMES = {"is_engine", "is_engine_task", "EngineTask", "load_engine_task", "load_task", "Task", "EngineSession",
               "MeasurementContext", "open_engine_session", "open_measurement_session", "evaluate_candidate",

@@ -135,8 +135,8 @@ def test_the_committed_live_transcript_replays_byte_for_byte_and_a_flipped_byte_
     flipped byte anywhere breaks the hash chain and is refused."""
     import shutil
 
-    from atb_agent._engine_support import load_campaign_task
     from atb_agent.campaign import HarnessServices
+    from harness.subjects import load_subject
     from transcripts import TranscriptError
 
     if shutil.which("bwrap") is None:
@@ -144,7 +144,7 @@ def test_the_committed_live_transcript_replays_byte_for_byte_and_a_flipped_byte_
     t = read_transcript(LIVE)
     assert not t.header.scripted and t.header.model_server is not None
     assert t.header.model_server.gguf_sha256 and t.header.text_protocol == TEXT_PROTOCOL_FENCED_PYTHON
-    task = load_campaign_task(t.header.task)
+    task = load_subject(t.header.task)
     services = HarnessServices("cpu", sandbox_backend="bwrap")
     try:
         report = replay_transcript(LIVE, toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox))

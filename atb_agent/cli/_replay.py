@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from atb_agent.services import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.replay import replay_transcript
-    from atb_agent._engine_support import load_campaign_task
+    from harness.subjects import load_subject
     from transcripts import TranscriptError, read_transcript
 
     path = Path(args.transcript)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         header = read_transcript(path).header
     except TranscriptError as exc:
         raise BadInput(f"{type(exc).__name__}: {exc}") from exc
-    task = load_campaign_task(header.task)   # a kernel task or an engine (flag) task
+    task = load_subject(header.task)   # a kernel task or an engine (flag) task
     services = HarnessServices(args.backend)
     services.bind_task(task)
     store = None
@@ -84,12 +84,12 @@ def run(args: argparse.Namespace) -> int:
 def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
     """``atb replay MCP_LOG``: re-execute an MCP call log's tool calls in a fresh sandbox and measure every
     submission again (there is no recorded measurement to serve: the point is the verdict sequence)."""
-    from atb_agent._engine_support import load_campaign_task
     from atb_agent.services import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.mcp import McpLogError, read_call_log
     from atb_agent.replay import replay_mcp_log
     from harness.store import SqliteStore
+    from harness.subjects import load_subject
     from protocol import load_protocol
     from sandbox import SandboxError
 
@@ -97,7 +97,7 @@ def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
         header = read_call_log(path).header
     except McpLogError as exc:
         raise BadInput(f"{type(exc).__name__}: {exc}") from exc
-    task = load_campaign_task(header.task)
+    task = load_subject(header.task)
     services = HarnessServices(args.backend, args.sandbox)
     services.bind_task(task)
     proto = load_protocol()

@@ -103,10 +103,10 @@ class McpCampaign:
     def __init__(self, task: str | Path, budget: int, seed: int, store_path: str | Path, *,
                  backend: str = "cpu", sandbox_backend: str = "auto", resume: str | None = None,
                  transport: str = "stdio", services: Any = None) -> None:
-        from atb_agent._engine_support import load_campaign_task
         from atb_agent.services import HarnessServices, task_brief
         from harness.campaigns import CampaignRecorder, get_outcome
         from harness.store import SqliteStore
+        from harness.subjects import load_subject
         from protocol import load_protocol
 
         if budget <= 0:
@@ -115,7 +115,7 @@ class McpCampaign:
         self.backend, self.sandbox_backend = backend, sandbox_backend
         self.store_path = Path(store_path)
         self.protocol = load_protocol()
-        self.task = load_campaign_task(task)
+        self.task = load_subject(task)
         self.brief = task_brief(self.task)
         self.store = SqliteStore(self.store_path)
         self.services = services or HarnessServices(backend, sandbox_backend)
@@ -259,14 +259,13 @@ class McpCampaign:
     # ------------------------------------------------------------------ claiming, logging, finishing
     def _claim(self, client: ClientIdentity | None) -> str | None:
         from harness.campaigns import CampaignRecorder
-        from atb_agent._engine_support import subject_kind
 
         if client is None:
             return ("error: the client did not identify itself (clientInfo name and version in initialize); an MCP "
                     "campaign records its tuner as mcp:<name>/<version>, so it needs them")
         if self.recorder is None:
             self.recorder = CampaignRecorder.open(
-                self.store, self.protocol, task_id=self.task.id, kind=subject_kind(self.task),
+                self.store, self.protocol, task_id=self.task.id, kind=self.task.kind,
                 tuner_spec=client.tuner_spec, seed=self.seed, budget=self.budget, session_id=self.session_id,
                 config={"external_agent": True, "truncation_observable": False, "transport": self.transport,
                         "client": {"name": client.name, "version": client.version},

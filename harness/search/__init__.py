@@ -3,7 +3,7 @@
 from harness.search._random import RandomSearch, SearchSpace
 from harness.search._run import TUNER_SPEC, run_random_search
 from harness.search._task import random_search_task
-from harness.search._space import (
+from harness.space import (
     BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, KnobValue, LessEqual, Requires,
 )
 

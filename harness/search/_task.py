@@ -68,7 +68,7 @@ def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, t
         CampaignError: another protocol, task, seed, budget, registration, backend or device.
         IterationConflict: a stored candidate is not what the seed proposes (the space or renderer changed).
     """
-    if not store.query("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)):
+    if store.campaign(campaign_id) is None:
         return None
     rec = CampaignRecorder.check_resume(store, protocol, campaign_id, task_id=task_id, kind=kind, tuner_spec=TUNER_SPEC,
                                         seed=seed, budget=budget, preregistration_id=preregistration_id, arm=arm)

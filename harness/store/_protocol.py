@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.records import DeviceCeilings, DeviceFingerprint, MeasurementSet, Verdict
-from harness.store._read_models import CampaignRow, IterationCounts, IterationRow, OutcomeRow, PreregistrationRow
+from harness.store._read_models import (CampaignRow, CeilingsSummary, IterationCounts, IterationRow, OutcomeRow,
+                                        PreregistrationRow)
 from protocol import Protocol as FrozenProtocol
 from protocol import ProtocolRef
 
@@ -82,6 +83,8 @@ class ResultStore(Protocol):
     def add_ceilings(self, session_id: str, ceilings: DeviceCeilings, ref: ProtocolRef) -> None: ...
 
     def ceilings_for_device(self, device_sha256: str) -> DeviceCeilings | None: ...
+
+    def ceilings_summary(self, device_sha256: str) -> CeilingsSummary | None: ...
 
     def add_task(self, task_id: str, kind: str, source_sha256: str, metadata: dict[str, Any],
                  ref: ProtocolRef) -> None: ...

@@ -1,5 +1,5 @@
 """Typed rows that the store's read methods return for the campaign, iteration, outcome, registration
-and task tables.
+and task tables, and the summary of a device's stored ceilings.
 
 Why here and not in ``harness.campaigns``: the store is the only place that writes SQL (issue 18;
 ``tests/test_sql_in_store.py`` holds every module outside ``harness/store/`` to that), so it reads the
@@ -97,4 +97,13 @@ class PreregistrationRow(_Row):
     created_at: str
 
 
-__all__ = ["CampaignRow", "IterationCounts", "IterationRow", "OutcomeRow", "PreregistrationRow"]
+class CeilingsSummary(_Row):
+    """The maximum of every ``ceilings`` row stored for one device fingerprint, and how many rows there are
+    (one per session that measured or took ceilings on the device)."""
+
+    bytes_per_s: float
+    flops_per_s: float
+    rows: int
+
+
+__all__ = ["CampaignRow", "CeilingsSummary", "IterationCounts", "IterationRow", "OutcomeRow", "PreregistrationRow"]

@@ -40,7 +40,8 @@ from harness.store._chain import (
     row_hash,
 )
 from harness.store._errors import IngestRejected, NotFound, StoreError, StoreSchemaVersionError, StoreTampered
-from harness.store._read_models import CampaignRow, IterationCounts, IterationRow, OutcomeRow, PreregistrationRow
+from harness.store._read_models import (CampaignRow, CeilingsSummary, IterationCounts, IterationRow, OutcomeRow,
+                                        PreregistrationRow)
 from harness.store._sqlite_schema import (
     _KEYS_WITH_THEIR_OWN_RULE,
     APPEND_ONLY_TABLES,
@@ -354,6 +355,15 @@ class SqliteStore:
             return None
         r = rows[0]
         return DeviceCeilings(bytes_per_s=r[0], flops_per_s=r[1], method=r[2])
+
+    def ceilings_summary(self, device_sha256: str) -> CeilingsSummary | None:
+        """The maximum bytes/s and flops/s over every ceilings row stored for this device fingerprint, and
+        how many rows there are; None when there is none."""
+        rows = self.query("SELECT max(bytes_per_s), max(flops_per_s), count(*) FROM ceilings WHERE device_sha256 = ?",
+                          (device_sha256,))
+        if not rows or not rows[0][2]:
+            return None
+        return CeilingsSummary(bytes_per_s=float(rows[0][0]), flops_per_s=float(rows[0][1]), rows=int(rows[0][2]))
 
     # ------------------------------------------------------------------ tasks and candidates
     def add_task(self, task_id: str, kind: str, source_sha256: str, metadata: dict[str, Any], ref: ProtocolRef) -> None:

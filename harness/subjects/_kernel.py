@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from harness.records import Backend, SubjectKind
+from harness.space import KnobSpace, KnobSpaceError
 from harness.subjects._protocol import NoCandidate, SessionPurpose, SubjectSession, ToolBrief
 from harness.tasks import Task, load_task
 
 if TYPE_CHECKING:
     from harness.result import VerdictResult
-    from harness.search._space import KnobSpace
     from harness.store import SqliteStore
     from protocol import Protocol
 
@@ -67,8 +67,6 @@ class KernelSubject:
 
     # -------------------------------------------------------------- the search problem
     def search_space(self) -> KnobSpace:
-        from harness.search._space import KnobSpace, KnobSpaceError
-
         if not self.task.knob_space:
             raise KnobSpaceError(f"task {self.id} declares no knob space (ATB_META['knobs']); random search needs one")
         return KnobSpace.coerce(self.task.knob_space)
