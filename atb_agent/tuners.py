@@ -14,6 +14,10 @@ Specs (``atb run TASK --tuner SPEC``):
 * ``random`` — the harness's seeded random search over the task's knob space;
 * ``NAME`` or ``NAME:ARG`` — an entry point in group ``autotunebench.tuners``.
 
+Every spec's head is a name in :data:`TUNERS`, a :class:`harness.registry.Registry` of
+:class:`TunerEntry` (the pattern gates, engine adapters and backends use too): the built-ins are
+registered here (``@tuner("openai", needs="MODEL")``), installed entry points are found there by name.
+
 Adding a tuner from your own package::
 
     # pyproject.toml of your package
@@ -43,12 +47,12 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.registry import Registry
 from transcripts import HeaderData, ModelServerData, ReplayCursor, TranscriptWriter
 
 from atb_agent._iteration import encode_files, force_submission, measure_submission
@@ -59,6 +63,9 @@ from atb_agent.graph import (
     ToolBoxLike, system_prompt,
 )
 from atb_agent.providers import AnthropicProvider, OpenAIProvider, Provider
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = "autotunebench.tuners"
 
@@ -257,6 +264,85 @@ def tool_definitions_sha256(toolbox: ToolBoxLike) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
+TunerBuilder = Callable[[str, str, str | None], Tuner]
+"""``(spec, arg, base_url) -> Tuner``: builds the tuner a spec names (``arg`` is what follows ``NAME:``)."""
+
+
+@dataclass(frozen=True)
+class TunerEntry:
+    """One tuner name in :data:`TUNERS`.
+
+    ``build`` makes the tuner; None for the specs :func:`atb_agent.run_campaign` runs itself (``random``:
+    the harness's random search; ``replay:``: the recorded run's tuner, rebuilt from its transcript).
+    ``needs`` is what a built-in spec must carry after ``NAME:`` (``MODEL``, ``PATH``; "" for none).
+    """
+
+    build: TunerBuilder | None
+    needs: str = ""
+
+
+def _tuner_from_entry_point(ep: EntryPoint, factory: object) -> TunerEntry:
+    """An installed entry point as a registry entry: its object is a factory ``make(arg) -> Tuner | Provider``."""
+    if not callable(factory):
+        raise TunerSpecError(f"entry point {ep.name!r} ({ep.value}) in {ENTRY_POINT_GROUP} is a "
+                             f"{type(factory).__name__}, not a factory make(arg) -> Tuner or Provider")
+
+    def build(spec: str, arg: str, base_url: str | None) -> Tuner:
+        return _tuner_from_factory(ep.name, ep.value, factory, arg)
+
+    return TunerEntry(build=build)
+
+
+TUNERS: Registry[TunerEntry] = Registry(
+    "tuner", entry_point_group=ENTRY_POINT_GROUP, from_entry_point=_tuner_from_entry_point, error=TunerSpecError,
+    hint="A spec is openai:MODEL, anthropic:MODEL, replay:PATH, random, or NAME[:ARG] for an installed entry point")
+"""Tuners by the head of their spec: the built-ins registered below, then installed entry points."""
+
+
+def tuner(name: str, *, needs: str = "") -> Callable[[TunerBuilder], TunerBuilder]:
+    """Decorator: register a builder ``(spec, arg, base_url) -> Tuner`` as the tuner ``name`` in :data:`TUNERS`
+    (like inspect_ai's ``@modelapi``). ``needs`` names what the spec must carry after ``name:``.
+
+    Raises:
+        TunerSpecError: ``name`` is taken.
+    """
+
+    def wrap(build: TunerBuilder) -> TunerBuilder:
+        TUNERS.add(name, TunerEntry(build=build, needs=needs))
+        return build
+
+    return wrap
+
+
+@tuner("openai", needs="MODEL")
+def _openai_tuner(spec: str, model: str, base_url: str | None) -> Tuner:
+    """An ``openai:`` spec whose ``base_url`` is a model served here by ``atb model serve`` needs no key
+    and runs with that model's identity, seed, output cap, declared text protocol and the small-model
+    prompt (``$ATB_PROMPT`` overrides)."""
+    from atb_agent.model_server import served_identity
+
+    served = served_identity(base_url)
+    if served is not None:
+        return GraphTuner(spec, "openai", model, provider_factory("openai", model, base_url, local=True),
+                          served.base_url, served=served, text_protocol=served.text_protocol,
+                          prompt=prompt_variant_from_env(PROMPT_SMALL_MODEL))
+    require_api_key("openai")
+    return GraphTuner(spec, "openai", model, provider_factory("openai", model, base_url),
+                      default_base_url("openai", base_url))
+
+
+@tuner("anthropic", needs="MODEL")
+def _anthropic_tuner(spec: str, model: str, base_url: str | None) -> Tuner:
+    require_api_key("anthropic")
+    return GraphTuner(spec, "anthropic", model, provider_factory("anthropic", model, base_url),
+                      default_base_url("anthropic", base_url))
+
+
+TUNERS.add("replay", TunerEntry(build=None, needs="PATH"))
+TUNERS.add("random", TunerEntry(build=None))
+BUILTIN_TUNERS: tuple[str, ...] = ("openai", "anthropic", "replay", "random")
+
+
 class ParsedSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -266,39 +352,34 @@ class ParsedSpec(BaseModel):
 
 
 def parse_spec(spec: str) -> ParsedSpec:
-    """Split a tuner spec. Raises TunerSpecError for an empty model or path."""
+    """Split a tuner spec: a built-in's ``kind`` is its name; any other name (an installed entry point,
+    found later in :data:`TUNERS`) is ``kind="entry_point"`` with its ``name``. Raises TunerSpecError for
+    an empty spec, a built-in without its model or path, or ``random`` with an argument."""
     text = spec.strip()
-    head, sep, arg = text.partition(":")
-    if head in ("openai", "anthropic", "replay"):
-        if not arg:
-            what = "PATH" if head == "replay" else "MODEL"
-            raise TunerSpecError(f"tuner spec {spec!r} needs a {what.lower()}: write {head}:{what}")
-        return ParsedSpec(kind=head, arg=arg)  # type: ignore[arg-type]
-    if text == "random":
-        return ParsedSpec(kind="random")
+    head, _, arg = text.partition(":")
     if not head:
         raise TunerSpecError("empty tuner spec: use openai:MODEL, anthropic:MODEL, replay:PATH, random or an "
                              f"entry-point name from group {ENTRY_POINT_GROUP}")
+    entry = TUNERS.registered(head)
+    if head in BUILTIN_TUNERS and entry is not None:
+        if entry.needs and not arg:
+            raise TunerSpecError(f"tuner spec {spec!r} needs a {entry.needs.lower()}: write {head}:{entry.needs}")
+        if not entry.needs and (arg or text != head):
+            raise TunerSpecError(f"tuner spec {spec!r}: {head} takes no argument; write {head}")
+        return ParsedSpec(kind=head, arg=arg)  # type: ignore[arg-type]
     return ParsedSpec(kind="entry_point", name=head, arg=arg)
 
 
 def entry_point_tuners() -> dict[str, Any]:
-    """Installed third-party tuners: entry-point name -> entry point."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def load_entry_point_tuner(name: str, arg: str) -> Tuner:
-    """Load and build a third-party tuner. A factory returning a Provider is wrapped in the graph.
+    """Installed third-party tuners: entry-point name -> entry point (not loaded).
 
     Raises:
-        TunerSpecError: no entry point of that name, or it does not produce a Tuner or Provider.
+        TunerSpecError: an entry point reuses a built-in tuner's name, or two share one.
     """
-    found = entry_point_tuners()
-    if name not in found:
-        known = ", ".join(sorted(found)) or "none installed"
-        raise TunerSpecError(f"no tuner named {name!r}: built-in specs are openai:MODEL, anthropic:MODEL, "
-                             f"replay:PATH, random; entry points in {ENTRY_POINT_GROUP}: {known}")
-    factory = found[name].load()
+    return {ep.name: ep for ep in TUNERS.entry_points()}
+
+
+def _tuner_from_factory(name: str, value: str, factory: Callable[[str], Any], arg: str) -> Tuner:
     made = factory(arg)
     if isinstance(made, Tuner):
         return made
@@ -307,8 +388,22 @@ def load_entry_point_tuner(name: str, arg: str) -> Tuner:
         return GraphTuner(name if not arg else f"{name}:{arg}", str(getattr(provider, "name", name)),
                           str(getattr(provider, "model", arg)), lambda sink, replay, timeout: provider,
                           str(getattr(provider, "base_url", "")))
-    raise TunerSpecError(f"entry point {name!r} ({found[name].value}) returned {type(made).__name__}, which is "
+    raise TunerSpecError(f"entry point {name!r} ({value}) returned {type(made).__name__}, which is "
                          "neither a Tuner (spec, identity(), run(env)) nor a Provider (complete(), tool_definitions())")
+
+
+def load_entry_point_tuner(name: str, arg: str) -> Tuner:
+    """Load and build the tuner ``name`` from :data:`TUNERS` (a third-party one: its entry point's
+    factory is called with ``arg``; a factory returning a Provider is wrapped in the graph).
+
+    Raises:
+        TunerSpecError: no tuner of that name (the message lists the known ones), it is run by
+            run_campaign itself, or its factory produces neither a Tuner nor a Provider.
+    """
+    entry = TUNERS.get(name)
+    if entry.build is None:
+        raise TunerSpecError(f"tuner {name!r} is run by run_campaign directly, not resolved to a Tuner")
+    return entry.build(name if not arg else f"{name}:{arg}", arg, None)
 
 
 def prompt_variant_from_env(default: str) -> str:
@@ -334,30 +429,19 @@ def graph_tuner_from_header(spec: str, header: HeaderData) -> GraphTuner:
 
 
 def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
-    """The tuner for an ``openai:``/``anthropic:`` or entry-point spec (``random`` and ``replay:`` are
-    handled by :func:`atb_agent.run_campaign`). An ``openai:`` spec whose ``base_url`` is a model served
-    here by ``atb model serve`` needs no key and runs with that model's identity, seed, output cap,
-    declared text protocol and the small-model prompt (``$ATB_PROMPT`` overrides). Raises
-    TunerSpecError, MissingApiKeyError."""
+    """The tuner for an ``openai:``/``anthropic:`` or entry-point spec, built by its :data:`TUNERS` entry
+    (``random`` and ``replay:`` are handled by :func:`atb_agent.run_campaign`). An ``openai:`` spec whose
+    ``base_url`` is a model served here by ``atb model serve`` needs no key and runs with that model's
+    identity, seed, output cap, declared text protocol and the small-model prompt (``$ATB_PROMPT``
+    overrides). Raises TunerSpecError, MissingApiKeyError."""
     parsed = parse_spec(spec)
-    if parsed.kind == "openai":
-        from atb_agent.model_server import served_identity
-
-        served = served_identity(base_url)
-        if served is not None:
-            return GraphTuner(spec, "openai", parsed.arg, provider_factory("openai", parsed.arg, base_url, local=True),
-                              served.base_url, served=served, text_protocol=served.text_protocol,
-                              prompt=prompt_variant_from_env(PROMPT_SMALL_MODEL))
-    if parsed.kind in ("openai", "anthropic"):
-        kind: ProviderKind = parsed.kind
-        require_api_key(kind)
-        return GraphTuner(spec, kind, parsed.arg, provider_factory(kind, parsed.arg, base_url),
-                          default_base_url(kind, base_url))
-    if parsed.kind == "entry_point":
-        return load_entry_point_tuner(parsed.name, parsed.arg)
-    raise TunerSpecError(f"tuner spec {spec!r} is run by run_campaign directly, not resolved to a Tuner")
+    name = parsed.name if parsed.kind == "entry_point" else parsed.kind
+    entry = TUNERS.get(name)
+    if entry.build is None:
+        raise TunerSpecError(f"tuner spec {spec!r} is run by run_campaign directly, not resolved to a Tuner")
+    return entry.build(spec, parsed.arg, base_url)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "GraphTuner", "campaign_config_of", "graph_tuner_from_header", "prompt_variant_from_env", "ParsedSpec", "RunCounts", "Tuner", "TunerIdentity",
+__all__ = ["BUILTIN_TUNERS", "ENTRY_POINT_GROUP", "TUNERS", "GraphTuner", "TunerEntry", "tuner", "campaign_config_of", "graph_tuner_from_header", "prompt_variant_from_env", "ParsedSpec", "RunCounts", "Tuner", "TunerIdentity",
            "TuningEnvironment", "entry_point_tuners", "load_entry_point_tuner", "parse_spec", "provider_factory",
            "resolve_tuner", "tool_definitions_sha256"]

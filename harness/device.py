@@ -15,9 +15,12 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
+from harness.errors import DeviceUnavailableError
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
+from harness.registry import Registry
 
 
 def _cpu_model() -> str:
@@ -171,13 +174,21 @@ def cuda_driver_present() -> bool:
     return os.path.exists("/dev/nvidiactl") or any(os.path.exists(f"/dev/nvidia{i}") for i in range(8))
 
 
-def available(backend: Backend) -> tuple[bool, str]:
-    """Whether ``backend`` can run here, with a reason when it cannot (no torch import in the parent
-    for CPU; CUDA is probed in a short child so the harness process never initialises it)."""
-    if backend == "cpu":
-        return True, ""
-    if backend == "mlx":
-        return False, "kernel evaluation on MLX is served by `atb retest`, not by this harness path"
+BackendProbe = Callable[[], tuple[bool, str]]
+
+BACKENDS: Registry[BackendProbe] = Registry("backend", error=DeviceUnavailableError)
+"""Measuring backends by name, each with its availability probe (``@BACKENDS.register(NAME)``). Closed to
+entry points: the runner's children measure by backend name (timers, device nodes, output transport),
+and a stored device's ``backend`` is the :data:`harness.records.Backend` literal."""
+
+
+@BACKENDS.register("cpu")
+def _cpu_available() -> tuple[bool, str]:
+    return True, ""
+
+
+@BACKENDS.register("cuda")
+def _cuda_available() -> tuple[bool, str]:
     import sys
 
     code = "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)"
@@ -188,6 +199,21 @@ def available(backend: Backend) -> tuple[bool, str]:
     return (rc == 0, "" if rc == 0 else "torch reports no CUDA device on this machine")
 
 
+@BACKENDS.register("mlx")
+def _mlx_available() -> tuple[bool, str]:
+    return False, "kernel evaluation on MLX is served by `atb retest`, not by this harness path"
+
+
+def available(backend: Backend) -> tuple[bool, str]:
+    """Whether ``backend`` can run here, with a reason when it cannot (no torch import in the parent
+    for CPU; CUDA is probed in a short child so the harness process never initialises it).
+
+    Raises:
+        DeviceUnavailableError: no backend has that name (the message lists the known ones).
+    """
+    return BACKENDS.get(backend)()
+
+
 def device_fingerprint(backend: Backend, protocol: Any) -> DeviceFingerprint:
     """The local device's fingerprint, computed in this process with the same facts a session's
     reference worker reports (so the two hash equal).
@@ -195,8 +221,6 @@ def device_fingerprint(backend: Backend, protocol: Any) -> DeviceFingerprint:
     Raises:
         DeviceUnavailableError: ``backend`` is cuda and no CUDA device is visible, or mlx.
     """
-    from harness.errors import DeviceUnavailableError
-
     import torch
 
     if backend == "cuda" and not torch.cuda.is_available():

@@ -98,7 +98,7 @@ def tuner_spec(text: str) -> str:
     Returns the spec unchanged.
     """
     from atb_agent.errors import TunerSpecError
-    from atb_agent.tuners import entry_point_tuners, parse_spec
+    from atb_agent.tuners import TUNERS, parse_spec
 
     try:
         parsed = parse_spec(text)
@@ -116,12 +116,10 @@ def tuner_spec(text: str) -> str:
             raise argparse.ArgumentTypeError(f"replay:{parsed.arg} records provider {header.provider!r}; only "
                                              "openai and anthropic transcripts can be replayed as a tuner")
     elif parsed.kind == "entry_point":
-        found = entry_point_tuners()
-        if parsed.name not in found:
-            known = ", ".join(sorted(found)) or "none installed"
-            raise argparse.ArgumentTypeError(
-                f"no tuner named {parsed.name!r}: use random, openai:MODEL, anthropic:MODEL, replay:PATH or an "
-                f"installed entry point ({known})")
+        try:
+            TUNERS.require(parsed.name)         # installed entry points are listed, not loaded
+        except TunerSpecError as exc:
+            raise argparse.ArgumentTypeError(" ".join(str(exc).split())) from None
     return text
 
 

@@ -8,7 +8,7 @@ from harness.engines._errors import (
     EngineBuildError, EngineError, EngineLaunchFailed, EngineNotBuilt, EngineTaskError, FlagSpaceError,
     ModelWriteError,
 )
-from harness.engines.adapter import EngineAdapter, EngineProbe, LaunchSpec
+from harness.engines.adapter import ENGINES, EngineAdapter, EngineProbe, LaunchSpec
 from harness.engines.client import RequestResult, WorkloadRun, run_workload
 from harness.engines.evaluate import (
     BASELINE_LABEL, EngineEvalResult, evaluate_engine_candidate, judge_trial, render_candidate,
@@ -23,20 +23,20 @@ from harness.engines.search import (
 )
 from harness.engines.session import EngineSession, engine_fingerprint, open_engine_session
 from harness.engines.sglang import SglangAdapter
-from harness.engines.task import EngineTask, engine_task_names, get_adapter, is_engine_task, load_engine_task
+from harness.engines.task import EngineTask, engine_names, engine_task_names, get_adapter, is_engine_task, load_engine_task
 from harness.engines.tiny_model import TinyModel, TinyModelSpec, write_tiny_model
 from harness.engines.trial import EngineTrial, run_engine_trial
 from harness.engines.vllm import VllmAdapter
 from harness.engines.workload import Workload, WorkloadSpec, make_workload
 
 __all__ = [
-    "BASELINE_LABEL", "BuildResult", "ENGINE_CANDIDATE_FILE", "EngineAdapter", "EngineBuildError", "EngineError", "EngineEvalResult",
+    "BASELINE_LABEL", "BuildResult", "ENGINES", "ENGINE_CANDIDATE_FILE", "EngineAdapter", "EngineBuildError", "EngineError", "EngineEvalResult",
     "EngineLaunchFailed", "EngineNotBuilt", "EngineProbe", "EngineProcess", "EngineSession", "EngineTask",
     "EngineTaskError", "EngineTrial", "FlagSpace", "FlagSpaceError", "FlagSpec", "LaunchSpec", "LessEqual",
     "LlamaServerAdapter", "ModelWriteError", "RequestResult", "Requires", "SglangAdapter", "TinyModel",
     "TinyModelSpec", "VllmAdapter", "Workload", "WorkloadMetrics", "WorkloadRun", "WorkloadSpec",
     "build_llama_server", "cached_binary", "config_text_from_files", "compute_metrics", "engine_brief", "engine_evaluator", "engine_fingerprint",
-    "engine_search_space", "engine_task_names", "evaluate_engine_candidate", "free_port", "get_adapter",
+    "engine_names", "engine_search_space", "engine_task_names", "evaluate_engine_candidate", "free_port", "get_adapter",
     "is_engine_task", "judge_trial", "load_engine_task", "make_workload", "open_engine_session",
     "parse_config_text", "render_candidate", "render_config", "run_engine_random_search", "run_engine_trial",
     "run_workload", "write_tiny_model",

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.engines._errors import EngineNotBuilt, FlagSpaceError
+from harness.engines._errors import EngineNotBuilt, EngineTaskError, FlagSpaceError
 from harness.engines.flags import FlagSpace, FlagValue
 from harness.records import sha256_text
+from harness.registry import Registry
 
 
 class EngineProbe(BaseModel):
@@ -60,7 +61,8 @@ def options_in_help(help_text: str) -> list[str]:
 
 
 class EngineAdapter(ABC):
-    """Base class of engine adapters; a new engine is one subclass registered in ``ADAPTERS``."""
+    """Base class of engine adapters; a new engine is one subclass registered in :data:`ENGINES` under its
+    ``name`` (``@ENGINES.register("vllm")`` above the class)."""
 
     name: str
     pinned_version: str
@@ -162,3 +164,10 @@ class EngineAdapter(ABC):
     @abstractmethod
     def install_hint(self) -> str:
         """One sentence: how to get this engine onto a machine."""
+
+
+ENGINES: Registry[type[EngineAdapter]] = Registry("engine", error=EngineTaskError)
+"""Engine adapters by engine name (the ``engine`` of a task file). Each adapter module registers its
+class with ``@ENGINES.register(NAME)``; :func:`harness.engines.task.get_adapter` imports the built-in
+modules and looks names up here. Closed to entry points: a task's ``engine`` is validated against the
+``EngineName`` literal, and each engine's flag space is pinned to a version the harness was tested on."""

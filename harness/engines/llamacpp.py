@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engines.adapter import EngineAdapter
+from harness.engines.adapter import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, LessEqual, Requires
 from harness.engines.llamacpp_build import LLAMA_CPP_PYTHON_VERSION, cached_binary, runtime_env
 
@@ -64,6 +64,7 @@ _SPACE = FlagSpace(
 )
 
 
+@ENGINES.register("llama-server")
 class LlamaServerAdapter(EngineAdapter):
     """``llama-server -m MODEL``; the binary is the cached build unless ``binary`` is given."""
 

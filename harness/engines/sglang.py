@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.engines.adapter import EngineAdapter
+from harness.engines.adapter import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, LessEqual, Requires
 
 _SPACE = FlagSpace(
@@ -45,6 +45,7 @@ _SPACE = FlagSpace(
 )
 
 
+@ENGINES.register("sglang")
 class SglangAdapter(EngineAdapter):
     """``python -m sglang.launch_server``; speculation flags only with ``--speculative-algorithm NGRAM``."""
 

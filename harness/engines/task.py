@@ -15,11 +15,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.engines._errors import EngineTaskError
-from harness.engines.adapter import EngineAdapter
+from harness.engines.adapter import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace
 from harness.engines.tiny_model import TinyModelSpec
 from harness.engines.workload import WorkloadSpec
 from harness.records import canonical_json, sha256_text
+from harness.registry import Registry
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 
@@ -87,20 +88,27 @@ class EngineTask(BaseModel):
 
 
 def get_adapter(name: str) -> EngineAdapter:
-    """The adapter for an engine name.
+    """The adapter for an engine name (looked up in :data:`harness.engines.adapter.ENGINES`).
 
     Raises:
-        EngineTaskError: no adapter has that name.
+        EngineTaskError: no adapter has that name (the message lists the known engines).
     """
-    from harness.engines.llamacpp import LlamaServerAdapter
-    from harness.engines.sglang import SglangAdapter
-    from harness.engines.vllm import VllmAdapter
+    return engine_registry().get(name)()
 
-    adapters: dict[str, type[EngineAdapter]] = {
-        "llama-server": LlamaServerAdapter, "vllm": VllmAdapter, "sglang": SglangAdapter}
-    if name not in adapters:
-        raise EngineTaskError(f"unknown engine '{name}'; known engines: {', '.join(sorted(adapters))}")
-    return adapters[name]()
+
+def engine_names() -> list[str]:
+    """Names of the engines with an adapter, sorted."""
+    return sorted(engine_registry().names())
+
+
+def engine_registry() -> Registry[type[EngineAdapter]]:
+    """The engine adapter registry, with the built-in adapters' modules imported (each registers its
+    class when imported)."""
+    import harness.engines.llamacpp  # noqa: F401 - imported for its @ENGINES.register
+    import harness.engines.sglang  # noqa: F401
+    import harness.engines.vllm  # noqa: F401
+
+    return ENGINES
 
 
 def engine_task_names() -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from harness.engines.adapter import EngineAdapter
+from harness.engines.adapter import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, FlagValue, LessEqual, Requires
 
 _SPEC = "speculative_config"
@@ -48,6 +48,7 @@ _SPACE = FlagSpace(
 )
 
 
+@ENGINES.register("vllm")
 class VllmAdapter(EngineAdapter):
     """``vllm serve``; ngram speculation is one ``--speculative-config`` JSON argument."""
 

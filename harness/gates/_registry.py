@@ -1,17 +1,18 @@
 """The gate registry and the one function that runs every gate, failing closed.
 
-Built-in gates are listed here in a fixed order (their names are stored with every verdict). Further
-gates can be added by installing a package with an entry point in group ``autotunebench.gates`` whose
-object is a :class:`harness.gates.Gate`; an added gate can only make verdicts stricter, since every
-gate must pass for acceptance. A plug-in cannot replace a built-in gate: a name clash is an error.
+Gates are kept in ``GATES``, a :class:`harness.registry.Registry` (the pattern every kind of plug-in
+uses). Built-in gates are registered here in a fixed order (their names are stored with every verdict,
+and ``run_gates`` runs them in that order). Further gates can be added by installing a package with an
+entry point in group ``autotunebench.gates`` whose object is a :class:`harness.gates.Gate`; they run
+after the built-ins. An added gate can only make verdicts stricter, since every gate must pass for
+acceptance. A plug-in cannot replace a built-in gate: a name clash is an error.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
 from harness.evidence import Evidence
 from harness.gates._base import Gate
 from harness.gates.aliasing import aliasing_gate
@@ -26,7 +27,11 @@ from harness.gates.shortcuts import shortcuts_gate
 from harness.gates.stale import stale_gate
 from harness.gates.tampering import tampering_gate
 from harness.records import GateResult
+from harness.registry import Registry, RegistryError
 from protocol import Protocol
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = "autotunebench.gates"
 
@@ -36,29 +41,37 @@ BUILTIN_GATES: tuple[Gate, ...] = (
 )
 
 
-class GateRegistryError(HarnessError):
+class GateRegistryError(RegistryError):
     """A plug-in gate is malformed or reuses a built-in gate's name; uninstall or rename it."""
+
+
+def _gate_from_entry_point(ep: EntryPoint, obj: object) -> Gate:
+    if not isinstance(obj, Gate) or not isinstance(getattr(obj, "name", None), str):
+        raise GateRegistryError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a Gate "
+                                "(it needs a str `name` and `__call__(evidence, protocol)`)")
+    return obj
+
+
+def _gate_name(g: Gate) -> str:
+    return g.name
+
+
+GATES: Registry[Gate] = Registry("gate", entry_point_group=ENTRY_POINT_GROUP, from_entry_point=_gate_from_entry_point,
+                                 named_by=_gate_name, error=GateRegistryError)
+for _builtin in BUILTIN_GATES:
+    GATES.add(_builtin.name, _builtin)
 
 
 @lru_cache(maxsize=1)
 def registered_gates() -> tuple[Gate, ...]:
-    """The built-in gates followed by any installed plug-in gates.
+    """The built-in gates, in their fixed order, followed by any installed plug-in gates.
+
+    Read once per process (cached): every verdict of a session is judged by the same gates.
 
     Raises:
-        GateRegistryError: a plug-in is not a Gate, or its name clashes with another gate's.
+        GateRegistryError: a plug-in is not a Gate, does not load, or its name clashes with another gate's.
     """
-    gates = list(BUILTIN_GATES)
-    names = {g.name for g in gates}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        if not isinstance(obj, Gate) or not isinstance(getattr(obj, "name", None), str):
-            raise GateRegistryError(f"entry point {ep.name!r} in {ENTRY_POINT_GROUP} is not a Gate "
-                                    "(it needs a str `name` and `__call__(evidence, protocol)`)")
-        if obj.name in names:
-            raise GateRegistryError(f"plug-in gate {ep.value!r} reuses the gate name {obj.name!r}; rename it")
-        names.add(obj.name)
-        gates.append(obj)
-    return tuple(gates)
+    return tuple(GATES.values())
 
 
 def gate_names() -> list[str]:
