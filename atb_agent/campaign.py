@@ -34,7 +34,7 @@ from atb_agent.tuners import (
     tool_definitions_sha256,
 )
 from harness.records import utc_now
-from harness.subjects import Subject, load_subject
+from harness.tuning.subjects import Subject, load_subject
 
 
 @dataclass
@@ -67,13 +67,13 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
                  scripted: bool = False, label: str = "", backend: str = "cpu",
                  preregistration_id: str | None = None, arm: str | None = None,
                  config: dict[str, Any] | None = None) -> Any:
-    """Run (or resume) one tuning campaign and return its stored :class:`harness.campaigns.CampaignSummary`.
+    """Run (or resume) one tuning campaign and return its stored :class:`harness.tuning.campaigns.CampaignSummary`.
 
-    ``task`` is a task name or file (:func:`harness.subjects.load_subject` decides its kind) or a loaded
-    :class:`~harness.subjects.Subject`. ``scripted`` marks the transcript as coming from scripted model
+    ``task`` is a task name or file (:func:`harness.tuning.subjects.load_subject` decides its kind) or a loaded
+    :class:`~harness.tuning.subjects.Subject`. ``scripted`` marks the transcript as coming from scripted model
     turns (tests, fixtures). ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered
     A/B; ``config`` is stored with the campaign. ``random`` runs
-    :func:`harness.search.random_search_task` (``services`` unused).
+    :func:`harness.tuning.search.random_search_task` (``services`` unused).
 
     Raises:
         TunerSpecError: the spec names no tuner. MissingApiKeyError: the provider's key is unset.
@@ -82,8 +82,8 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
         ProviderError, ReplayDivergence: a model call failed; the campaign stays open for ``resume``.
         HarnessError: from the harness (unknown task, device unavailable...).
     """
-    from harness.campaigns import CampaignRecorder
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import CampaignRecorder
     from protocol import load_protocol
 
     if budget <= 0:
@@ -91,7 +91,7 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
     proto = load_protocol()
     store_file = Path(store_path)
     if parse_spec(tuner_spec).kind == "random":
-        from harness.search import random_search_task
+        from harness.tuning.search import random_search_task
 
         with SqliteStore(store_file) as random_store:
             return random_search_task(task, store=random_store, protocol=proto, budget=budget, seed=seed,

@@ -79,14 +79,14 @@ class IterationSink(Protocol):
 
 
 class StoreIterationSink:
-    """Records through the harness's :class:`harness.campaigns.CampaignRecorder`."""
+    """Records through the harness's :class:`harness.tuning.campaigns.CampaignRecorder`."""
 
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
 
     def record(self, idx: int, verdict: VerdictSummary, usage: IterationUsageCounts,
                detail: dict[str, Any]) -> dict[str, Any]:
-        from harness.campaigns import IterationUsage
+        from harness.tuning.campaigns import IterationUsage
 
         row = self.recorder.record(
             idx, verdict_id=verdict.verdict_id, candidate_sha256=verdict.candidate_sha256, built=verdict.built,

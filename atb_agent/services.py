@@ -3,8 +3,8 @@
 Kept apart from :mod:`atb_agent.campaign` (which runs a campaign) because the MCP server builds a
 campaign of its own from the same services and brief: with both here, neither imports the other.
 
-Everything here reads the task through :class:`harness.subjects.Subject` (from
-:func:`harness.subjects.load_subject`): a kernel task and an engine task differ only behind it.
+Everything here reads the task through :class:`harness.tuning.subjects.Subject` (from
+:func:`harness.tuning.subjects.load_subject`): a kernel task and an engine task differ only behind it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, VerdictSummary, summary_of_result
 from atb_agent.graph import ToolBoxLike
-from harness.subjects import NoCandidate, Subject, SubjectSession
+from harness.tuning.subjects import NoCandidate, Subject, SubjectSession
 
 
 class CampaignServices(Protocol):

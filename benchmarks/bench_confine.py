@@ -31,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluate import evaluate_candidate  # noqa: E402
-from harness.runner import _confine  # noqa: E402
-from harness.session import open_measurement_session  # noqa: E402
+from harness.verdict.evaluate import evaluate_candidate  # noqa: E402
+from harness.measure.runner import _confine  # noqa: E402
+from harness.measure.session import open_measurement_session  # noqa: E402
 from harness.store import SqliteStore  # noqa: E402
 from harness.tasks import load_task  # noqa: E402
 from protocol import load_protocol  # noqa: E402
@@ -64,8 +64,8 @@ def _descriptors(ctx: Any) -> list[str]:
 def micro(rounds: int, real_bwrap: str | None) -> dict[str, Any]:
     """Spawn-to-ready and first ``load`` of one candidate worker, per mode, alternating: the part of
     an evaluation that confinement changes directly (bwrap's setup, namespaces, the filter)."""
-    from harness.runner import Worker
-    from harness.session import worker_config
+    from harness.measure.runner import Worker
+    from harness.measure.session import worker_config
 
     cfg = worker_config("cpu", load_protocol())
     task = load_task("relu")

@@ -26,8 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluate import evaluate_candidate  # noqa: E402
-from harness.session import open_measurement_session  # noqa: E402
+from harness.verdict.evaluate import evaluate_candidate  # noqa: E402
+from harness.measure.session import open_measurement_session  # noqa: E402
 from harness.store import SqliteStore  # noqa: E402
 from harness.tasks import native_tasks  # noqa: E402
 from protocol import load_protocol  # noqa: E402

@@ -2,7 +2,7 @@
 
     python benchmarks/cuda_gates.py benchmarks/results/h200/cuda_gates_run1.json [--only NAME ...]
 
-What it runs, all through ``harness.evaluate.evaluate_candidate`` in one CUDA measurement session:
+What it runs, all through ``harness.verdict.evaluate.evaluate_candidate`` in one CUDA measurement session:
 
 * cheats that only a GPU can express: work launched on another stream and left running (the
   escape gate compares the wall clock after a device synchronisation with CUDA-event time), a
@@ -244,9 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("cuda_gates: no CUDA device here; nothing was run", file=sys.stderr)
         return 2
-    from harness.evaluate import evaluate_candidate
-    from harness.session import open_measurement_session
+    from harness.measure.session import open_measurement_session
     from harness.store import SqliteStore
+    from harness.verdict.evaluate import evaluate_candidate
     from protocol import load_protocol
 
     torch.set_num_threads(1)

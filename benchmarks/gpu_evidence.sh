@@ -190,7 +190,7 @@ EOF
 run_step fingerprint 30 "$OUT/fingerprint.json" "$PY" - <<'EOF'
 import json, os, platform, shutil, subprocess, sys
 import torch
-from harness.device import fingerprint_from_facts, local_fingerprint_facts
+from harness.measure.device import fingerprint_from_facts, local_fingerprint_facts
 from protocol import load_protocol
 
 p = load_protocol()
@@ -284,8 +284,8 @@ remeasure_all() { : >"$WORK/remeasure.jsonl"; within remeasure_loop; jsonl_to_js
 suite_loop() {
     "$PY" - "$WORK/suite.jsonl" <<'PYEOF'
 import json, os, sys
-from harness.evaluate import evaluate_candidate
-from harness.session import open_measurement_session
+from harness.verdict.evaluate import evaluate_candidate
+from harness.measure.session import open_measurement_session
 from harness.store import SqliteStore
 from harness.tasks import native_tasks
 from protocol import load_protocol

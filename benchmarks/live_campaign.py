@@ -67,8 +67,8 @@ def _route(calls: list[Any]) -> str:
 
 def analyse_llm_run(db: Path, run_id: str) -> list[dict[str, Any]]:
     """Per iteration of a live run: route to the harness, model turns, verdict, usability and why not."""
-    from harness.campaigns import get_iterations
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import get_iterations
     from transcripts import ModelTurnData, read_transcript
 
     t = read_transcript(db.parent / "transcripts" / f"{run_id}.jsonl")
@@ -104,8 +104,8 @@ def _stored_run(db: Path, task: str, tuner: str, seed: int, prompt: str | None =
     """The run's payload read from the store, for a CLI call that failed after the campaign was stored
     (``atb run`` exits 1 if, say, the sandbox's teardown times out on a loaded machine)."""
     from atb_agent.cli._run import _run_payload
-    from harness.campaigns import list_campaigns
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import list_campaigns
 
     with SqliteStore(str(db)) as store:
         mine = [c for c in list_campaigns(store) if c.task_id == task and c.tuner_spec == tuner and c.seed == seed
@@ -220,8 +220,8 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 def prompt_runs_from_store(db: Path) -> list[dict[str, Any]]:
     """Every finished live run in the prompt study's store, with its prompt variant (campaign config)."""
     from atb_agent.cli._run import _run_payload
-    from harness.campaigns import list_campaigns
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import list_campaigns
 
     with SqliteStore(str(db)) as store:
         found = [c for c in list_campaigns(store) if c.tuner_spec == "openai:smollm2"]
@@ -324,7 +324,7 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
     search_wall = round(time.monotonic() - t0, 1)
     iterations = []
     if rnd.get("run_id"):
-        from harness.campaigns import get_iterations
+        from harness.tuning.campaigns import get_iterations
 
         with SqliteStore(str(work / "search.sqlite")) as s2:
             for it in get_iterations(s2, rnd["run_id"]):

@@ -32,7 +32,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from harness.runner._inputs import make_inputs
+    from harness.measure.runner._inputs import make_inputs
     from protocol import load_protocol
 
     spec = importlib.util.spec_from_file_location("probe_problem", args.problem)

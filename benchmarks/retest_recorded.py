@@ -7,7 +7,7 @@ folder. The results file still holds the run's summary: its knob sequence, its b
 best candidate's sha256. This script re-renders the candidate from the knobs through the task's own
 template, refuses to go on unless the rendered source hashes to the recorded sha256 (so the candidate
 measured here is byte-for-byte the one certified at home), and measures it with the same legs as
-``atb retest`` (``harness.retest.measure_torch`` / ``measure_mlx``), against a baseline re-derived on
+``atb retest`` (``harness.science.retest.measure_torch`` / ``measure_mlx``), against a baseline re-derived on
 this backend from the task's reference. Exits 1 when the rendered candidate does not match.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.retest import measure_mlx, measure_torch  # noqa: E402
+from harness.science.retest import measure_mlx, measure_torch  # noqa: E402
 from harness.store import SqliteStore  # noqa: E402
 from harness.tasks import load_task  # noqa: E402
 from protocol import load_protocol  # noqa: E402

@@ -16,17 +16,17 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "open_measurement_session": "harness.session",
-    "evaluate_candidate": "harness.evaluate",
+    "open_measurement_session": "harness.measure.session",
+    "evaluate_candidate": "harness.verdict.evaluate",
     "load_task": "harness.tasks",
     "rounds_ratio": "harness.stats",
     "measurement_set_ratio": "harness.stats",
     "open_store": "harness.store",
-    "run_random_search": "harness.search",
-    "compare_runs": "harness.compare",
-    "remeasure_run": "harness.remeasure",
-    "retest_run": "harness.retest",
-    "run_anchors": "harness.anchors",
+    "run_random_search": "harness.tuning.search",
+    "compare_runs": "harness.tuning.compare",
+    "remeasure_run": "harness.science.remeasure",
+    "retest_run": "harness.science.retest",
+    "run_anchors": "harness.science.anchors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -204,7 +204,7 @@ def measurement_set_ratio(candidate: MeasurementSet, baseline: MeasurementSet, p
 
     Times (``ns``): baseline over candidate, median of the (seed, round) ratios of block medians,
     with the process-pair component of ``backend`` (the sets' device's backend) for a kernel verdict,
-    as :func:`harness.evaluate.evaluate_candidate` formed it. Throughputs (``requests_per_s``):
+    as :func:`harness.verdict.evaluate.evaluate_candidate` formed it. Throughputs (``requests_per_s``):
     candidate over baseline, ratio of the means of the seeds' repetition medians. Pairs follow the
     numerator set's sample order (the measuring order).
 

@@ -167,9 +167,9 @@ def test_resume_with_other_arguments_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_loaded_subject_runs_like_its_name(tmp_path: Path) -> None:
-    """``run_campaign`` takes a :class:`harness.subjects.Subject` as well as a task name; the services see
+    """``run_campaign`` takes a :class:`harness.tuning.subjects.Subject` as well as a task name; the services see
     the subject (its id, kind and source), and the campaign stores the kind and config it always has."""
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
 
     subject = load_subject("gelu")
     services = ScriptedServices()

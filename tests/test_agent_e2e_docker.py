@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from loopback import LoopbackServer
@@ -41,7 +40,9 @@ def test_scripted_run_in_the_sandbox_with_harness_verdicts_replays(kind: str, tm
     path = Path(summary.outcome.detail["transcript"])
     if kind == "openai":
         services = HarnessServices("cpu", "docker")
-        task: Any = __import__("harness.tasks", fromlist=["load_task"]).load_task("gelu")
+        from harness.tuning.subjects import load_subject
+
+        task = load_subject("gelu")        # the toolbox takes the Subject (its sandbox mounts torch)
         try:
             report = replay_transcript(path, toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox))
         finally:

@@ -60,8 +60,8 @@ def _bwrap_ready() -> None:
 def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from atb_agent.cli import main
-    from harness.compare import compare_runs
     from harness.store import SqliteStore
+    from harness.tuning.compare import compare_runs
     from protocol import load_protocol
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
@@ -90,7 +90,7 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     assert any(v.ratio is not None for v in verdicts)  # real trials against the engine default happened
 
     from atb_agent.replay import replay_transcript
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
 
     services, task = HarnessServices("cpu", "bwrap"), load_subject(TASK)
     try:                                              # the engine transcript replays byte-for-byte

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from atb_agent.cli import main
-from harness.anchors import (
+from harness.science.anchors import (
     ANCHORS_LOCK_PATH,
     ANCHORS_PATH,
     Anchor,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaigns import (
+from harness.store import IngestRejected, SqliteStore
+from harness.tuning.campaigns import (
     CampaignError, CampaignRecorder, IterationConflict, IterationUsage, best_so_far, get_iterations, summarize,
 )
-from harness.store import IngestRejected, SqliteStore
 from test_campaign_support import PROTO, TASK, build_campaign, make_verdict, open_session
 
 

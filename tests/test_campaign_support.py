@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaigns import CampaignRecorder, IterationUsage
-from harness.gates import gate_names
 from harness.records import (
     DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text,
 )
 from harness.store import IngestRejected, SqliteStore
+from harness.tuning.campaigns import CampaignRecorder, IterationUsage
+from harness.verdict.gates import gate_names
 from protocol import load_protocol
 
 PROTO = load_protocol()

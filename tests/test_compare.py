@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaigns import CampaignRecorder
-from harness.compare import compare_runs
 from harness.errors import IncomparableError
 from harness.store import SqliteStore
+from harness.tuning.campaigns import CampaignRecorder
+from harness.tuning.compare import compare_runs
 from test_campaign_support import PROTO, build_campaign, open_session
 
 NOISE = PROTO.noise.noise_floor
@@ -72,8 +72,8 @@ def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> No
     a = build_campaign(store, sid, [1.01, 1.02], tag="a")
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="x", seed=1, budget=2,
                                 session_id=sid)
-    from harness.gates import gate_names
     from harness.records import MeasurementSample, MeasurementSet, Verdict, GateResult, sha256_text
+    from harness.verdict.gates import gate_names
     dev = store.session(sid)["device_sha256"]
     cand = store.add_candidate("roof", "kernel", PROTO.ref())
     seeds = list(range(PROTO.seeds.paired_seeds))
@@ -85,7 +85,7 @@ def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> No
                 baseline_sha256=sha256_text("b"), baseline_label="eager", status="accepted", correct=True,
                 ratio=1.3, ci_low=1.29, ci_high=1.31, candidate_set_id=cs.id, baseline_set_id=bs.id,
                 gates=[GateResult(name=n, passed=True) for n in gate_names()],
-                # as harness.evaluate stores it: the candidate's fraction and both median times
+                # as harness.verdict.evaluate stores it: the candidate's fraction and both median times
                 detail={"roofline_fraction": 0.9, "candidate_median_ns": 1000.0, "baseline_median_ns": 1100.0})
     rec.record(0, verdict_id=store.add_verdict(v, cs, bs))
     rec.record(1, verdict_id=None, candidate_sha256=sha256_text("none"), no_verdict_reason="no submission")

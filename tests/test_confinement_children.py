@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from harness.runner import Worker
-from harness.runner._confine import seccomp_program
-from harness.runner._reaper import OWNER_ENV, owner_token, reap_stale
-from harness.session import worker_config
+from harness.measure.runner import Worker
+from harness.measure.runner._confine import seccomp_program
+from harness.measure.runner._reaper import OWNER_ENV, owner_token, reap_stale
+from harness.measure.session import worker_config
 from harness.tasks import load_task
 from protocol import load_protocol
 
@@ -205,8 +205,8 @@ def test_the_verdict_rewrite_attack_is_defeated_end_to_end(tmp_path: Path, liste
 _STANDIN = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
-    from harness.runner import Worker
-    from harness.session import worker_config
+    from harness.measure.runner import Worker
+    from harness.measure.session import worker_config
     from protocol import load_protocol
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     src = '''
@@ -276,7 +276,7 @@ def test_kill_9_of_the_harness_leaves_nothing_after_the_next_start(tmp_path: Pat
 def test_the_reaper_leaves_live_owners_and_unmarked_directories_alone(tmp_path: Path) -> None:
     """Only directories whose marked owner is dead are removed (a pid reused by another process
     does not count as the owner: the start time is part of the mark)."""
-    from harness.runner._reaper import claim
+    from harness.measure.runner._reaper import claim
 
     live = tmp_path / "atb-measure-live"
     dead = tmp_path / "atb-child-candidate-dead"

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import harness.correctness as correctness
-from harness.evaluate import evaluate_candidate
-from harness.runner import Worker
-from harness.runner._inputs import TimedSets, device_checksum, fingerprints, inputs_from_spec
-from harness.session import MeasurementContext, open_measurement_session, worker_config
+import harness.measure.correctness as correctness
+from harness.measure.runner import Worker
+from harness.measure.runner._inputs import TimedSets, device_checksum, fingerprints, inputs_from_spec
+from harness.measure.session import MeasurementContext, open_measurement_session, worker_config
 from harness.store import SqliteStore
 from harness.tasks import load_task
+from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
 
 P = load_protocol()

@@ -130,7 +130,7 @@ def test_random_search_runs_real_trials(fast_task, store: SqliteStore) -> None:
     assert len(rows) == 2 and all(r["kind"] == "engine" for r in rows)
     from harness.engines import render_candidate
     from harness.records import sha256_text
-    from harness.search import RandomSearch
+    from harness.tuning.search import RandomSearch
 
     assert summary.iterations_recorded == 2 and summary.campaign.kind == "engine"
     expected = [sha256_text(render_candidate(c)) for c in RandomSearch(fast_task.flag_space(), 3).sequence(2)]

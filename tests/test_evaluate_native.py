@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CandidateError, IncomparableError
-from harness.evaluate import EvalResult, evaluate_candidate, run_gates_fail_closed
-from harness.evidence import Evidence
-from harness.session import MeasurementContext, open_measurement_session
+from harness.measure.evidence import Evidence
+from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.store import SqliteStore
 from harness.tasks import load_task
+from harness.verdict.evaluate import EvalResult, evaluate_candidate, run_gates_fail_closed
 from protocol import load_protocol
 
 P = load_protocol()
@@ -101,7 +101,7 @@ def test_incorrect_and_input_mutating_candidates_are_rejected(store: SqliteStore
 
 
 def test_gates_fail_closed_when_a_gate_raises_or_none_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.evaluate as evaluate
+    import harness.verdict.evaluate as evaluate
 
     ev = Evidence(task_id="relu", backend="cpu")
 
@@ -127,7 +127,7 @@ def test_refusals(store: SqliteStore, ctx: MeasurementContext, tmp_path: Path) -
 
 def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: MeasurementContext,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.evaluate as evaluate
+    import harness.verdict.evaluate as evaluate
 
     def broken(evidence: Evidence, protocol: object) -> list[object]:
         raise KeyboardInterrupt   # not an Exception: fail-closed does not swallow it, the evaluation aborts
@@ -141,7 +141,7 @@ def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: 
 def test_kernel_and_engine_results_share_one_shape() -> None:
     """Campaigns, search and reports read one set of fields whichever subject was measured."""
     from harness.engines.evaluate import EngineEvalResult
-    from harness.result import VerdictResult
+    from harness.verdict.result import VerdictResult
 
     shared = set(VerdictResult.model_fields)
     assert issubclass(EvalResult, VerdictResult) and issubclass(EngineEvalResult, VerdictResult)

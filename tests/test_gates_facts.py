@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.evidence import (
+from harness.measure.evidence import (
     CallFacts, Comparison, Evidence, IntegrityFacts, TensorMeta, TimedFacts, TimedOutput, WorkerFailure,
 )
-from harness.gates import FunctionGate, decide_status, gate_names, is_correct, run_gates
 from harness.records import DeviceCeilings, GateResult
+from harness.verdict.gates import FunctionGate, decide_status, gate_names, is_correct, run_gates
 from protocol import load_protocol
 
 P = load_protocol()
@@ -265,7 +265,7 @@ def test_no_integrity_checks_fail_closed() -> None:
     "torch.cuda.Event.elapsed_time = lambda s, e: 0.001\nreturn x.clamp_min(0)",
     "import sys\nf = sys._getframe(1)\nreturn x.clamp_min(0)",
     "import inspect\nst = inspect.stack()\nreturn x.clamp_min(0)",
-    "import harness.gates\nreturn x.clamp_min(0)",
+    "import harness.verdict.gates\nreturn x.clamp_min(0)",
     "torch.set_num_threads(8)\nreturn x.clamp_min(0)",
 ])
 def test_tampering_in_source_fails_tampering(body: str) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.gates import scan_source
-from harness.gates.shortcuts import op_key
+from harness.verdict.gates import scan_source
+from harness.verdict.gates.shortcuts import op_key
 
 
 def names(refs: list) -> set[str]:  # type: ignore[type-arg]

@@ -36,6 +36,42 @@ def test_no_forbidden_import_anywhere_in(package: str) -> None:
     assert not offenders, "trust boundary broken:\n" + "\n".join(offenders)
 
 
+# The harness's layers, lowest first: each imports only those below it (pyproject.toml's layers contract
+# says the same for import-linter, which also follows indirect chains).
+LAYERS = ("measure", "verdict", "tuning", "science")
+
+
+def _harness_modules_imported(path: Path) -> set[str]:
+    """``harness.X`` for every ``harness.X...`` module an import in ``path`` names, lazy ones included."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return {".".join(n.split(".")[:2]) for n in names if n.startswith("harness.")}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_harness_layer_never_imports_a_layer_above_it(layer: str) -> None:
+    above = {f"harness.{x}" for x in LAYERS[LAYERS.index(layer) + 1:]}
+    offenders = []
+    for path in sorted((ROOT / "harness" / layer).rglob("*.py")):
+        bad = _harness_modules_imported(path) & above
+        if bad:
+            offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not offenders, f"harness.{layer} reaches a layer above it:\n" + "\n".join(offenders)
+
+
+def test_the_layers_contract_is_declared() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layered = [c for c in contracts if c["type"] == "layers"]
+    assert [(c.get("containers"), c["layers"]) for c in layered] == [(["harness"], list(reversed(LAYERS)))]
+
+
 def test_import_linter_contracts_hold() -> None:
     exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
     if not Path(exe).exists():
@@ -58,5 +94,5 @@ def test_harness_exports_its_main_verbs_lazily() -> None:
 
     for name in harness.__all__:
         assert callable(getattr(harness, name)), name
-    code = "import sys, harness; assert 'torch' not in sys.modules and 'harness.evaluate' not in sys.modules"
+    code = "import sys, harness; assert 'torch' not in sys.modules and 'harness.verdict.evaluate' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

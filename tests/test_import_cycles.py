@@ -6,8 +6,8 @@ Two graphs are checked:
   ``if``/``try``/``with`` blocks and class bodies; ``if TYPE_CHECKING:`` blocks are left out). A cycle
   here makes import order matter and can fail with a partially initialised module.
 * ``with-lazy``: the same plus imports inside functions. A cycle here is a circle in the design that a
-  lazy import only hides (issue 18 named one, since broken: ``harness/engines/search.py`` -> ``harness/search`` ->
-  ``harness/search/_task.py`` -> back).
+  lazy import only hides (issue 18 named one, since broken: ``harness/engines/search.py`` ->
+  ``harness/tuning/search`` -> ``harness/tuning/search/_task.py`` -> back).
 
 An edge goes to the module an import names: ``from a.b import c`` is an edge to ``a.b.c`` when that
 is a module, else to ``a.b``; parent packages are not edges (grimp counts imports the same way).

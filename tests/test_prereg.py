@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.prereg import (
+from harness.science.prereg import (
     ABSpec, ArmRecording, PreregistrationError, RegistrationEdited, check_treatment_delivery, claimed_runs,
     decide, load_spec, record_outcome, register,
 )

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from atb_agent.cli import main
-from harness.prereg import load_spec, register
+from harness.science.prereg import load_spec, register
 from harness.store import SqliteStore
 from test_campaign_support import PROTO, build_campaign, open_session
 from transcripts import HeaderData, HttpRequestRecord, HttpResponseRecord, ModelCallData, TranscriptWriter

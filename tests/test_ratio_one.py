@@ -80,7 +80,7 @@ def _collected(seed: int) -> SimpleNamespace:
 
 @pytest.mark.parametrize("case", range(12))
 def test_kernel_path_is_bit_identical_to_the_replaced_round_ratios(case: int) -> None:
-    from harness.evaluate import _estimate
+    from harness.verdict.evaluate import _estimate
 
     from harness.stats import with_process_pair
 
@@ -111,7 +111,7 @@ def test_stored_sets_recompute_the_kernel_figure_in_measuring_order(case: int) -
 
 
 def test_retest_pairs_are_one_sample_rounds_bit_identical() -> None:
-    from harness.retest import paired_ratio
+    from harness.science.retest import paired_ratio
 
     rng = random.Random(7)
     for _ in range(8):

@@ -150,7 +150,7 @@ def test_a_plugin_named_by_itself_is_registered_under_that_name(site: Path) -> N
 # ---------------------------------------------------------------------- the plug-in kinds
 
 def test_the_gate_registry_lists_the_builtins_in_their_fail_closed_order() -> None:
-    from harness.gates import BUILTIN_GATES, GATES, GateRegistryError, gate_names, registered_gates
+    from harness.verdict.gates import BUILTIN_GATES, GATES, GateRegistryError, gate_names, registered_gates
 
     builtin = [g.name for g in BUILTIN_GATES]
     assert builtin == ["anomaly", "identity_aliasing", "input_mutation", "stale_output", "timed_region_escape",
@@ -166,9 +166,9 @@ def test_the_gate_registry_lists_the_builtins_in_their_fail_closed_order() -> No
 
 
 def test_a_plugin_gate_runs_after_the_builtins_and_cannot_reuse_a_name(site: Path) -> None:
-    from harness.gates import BUILTIN_GATES, GATES, GateRegistryError
+    from harness.verdict.gates import BUILTIN_GATES, GATES, GateRegistryError
 
-    body = ("from harness.gates import gate\n"
+    body = ("from harness.verdict.gates import gate\n"
             "@gate('extra_check')\ndef extra(evidence, protocol):\n    return [], 'ok'\n"
             "@gate('anomaly')\ndef clash(evidence, protocol):\n    return [], 'ok'\n"
             "NOT_A_GATE = 3\n")
@@ -182,7 +182,7 @@ def test_a_plugin_gate_runs_after_the_builtins_and_cannot_reuse_a_name(site: Pat
 
 
 def test_a_plugin_gate_that_is_not_a_gate_is_refused(site: Path) -> None:
-    from harness.gates import GATES, GateRegistryError
+    from harness.verdict.gates import GATES, GateRegistryError
 
     _install(site, "regplug_gate3", "NOT_A_GATE = 3\n", "autotunebench.gates", {"bad": "regplug_gate3:NOT_A_GATE"})
     with pytest.raises(GateRegistryError, match="'bad' in autotunebench.gates is not a Gate"):
@@ -226,8 +226,8 @@ def test_the_engine_registry_lists_the_builtins() -> None:
 
 
 def test_the_backend_registry_lists_the_builtins() -> None:
-    from harness.device import BACKENDS, available
     from harness.errors import DeviceUnavailableError
+    from harness.measure.device import BACKENDS, available
     from harness.records import Backend
 
     assert BACKENDS.names() == ["cpu", "cuda", "mlx"] == list(typing.get_args(Backend))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from atb_agent.cli import main
-from harness.remeasure import _side
+from harness.science.remeasure import _side
 from harness.store import SqliteStore
 
 from test_retest import CANDIDATE, NO_PORT, build_run  # noqa: E402 - the same tuned run's builder

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from atb_agent.cli import main
-from harness.reports import ReportError, build_report
 from harness.store import SqliteStore
+from harness.tuning.reports import ReportError, build_report
 from test_campaign_support import PROTO, build_campaign, make_verdict, open_session
 
 
@@ -57,7 +57,7 @@ def test_report_writes_html_and_pngs_with_everything_a_reader_needs(runs: tuple[
 def test_report_labels_gate_failures_and_wide_intervals(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "atb.sqlite")
     sid = open_session(store)
-    from harness.campaigns import CampaignRecorder
+    from harness.tuning.campaigns import CampaignRecorder
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=3, budget=3,
                                 session_id=sid)
     rec.record(0, verdict_id=make_verdict(store, sid, "g", 5.0, status="rejected", failed_gate="escape"))
@@ -94,7 +94,7 @@ def test_hostile_strings_from_the_store_are_escaped(tmp_path: Path) -> None:
     (jinja2 autoescape), so none of them can become markup or script."""
     store = SqliteStore(tmp_path / "atb.sqlite")
     sid = open_session(store)
-    from harness.campaigns import CampaignRecorder
+    from harness.tuning.campaigns import CampaignRecorder
     rec = CampaignRecorder.open(store, PROTO, task_id=HOSTILE, kind="kernel", tuner_spec=HOSTILE, seed=3, budget=2,
                                 session_id=sid)
     rec.record(0, verdict_id=make_verdict(store, sid, "bad", None, status="rejected", correct=False,
@@ -112,7 +112,7 @@ def test_hostile_strings_from_the_store_are_escaped(tmp_path: Path) -> None:
 
 
 def test_the_report_template_environment_autoescapes() -> None:
-    from harness.reports._html import _environment
+    from harness.tuning.reports._html import _environment
 
     env = _environment()
     assert env.autoescape is True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.reports._html import _confinement
+from harness.tuning.reports._html import _confinement
 
 
 def test_an_unconfined_candidate_is_flagged_in_the_report() -> None:

@@ -122,9 +122,9 @@ def test_a_killed_random_search_resumes_with_each_iteration_stored_once(tmp_path
     _check_completed_once(db, run_id, before, 3)
 
     # the resumed campaign is the seed's sequence: same candidates as the seed proposes, in order
-    from harness.search import KnobSpace, RandomSearch
     from harness.records import sha256_text
     from harness.tasks import load_task
+    from harness.tuning.search import KnobSpace, RandomSearch
 
     task = load_task("relu")
     space = KnobSpace.coerce(task.knob_space)

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from atb_agent.cli import main
-from harness.campaigns import CampaignRecorder
-from harness.evaluate import evaluate_candidate
-from harness.retest import held_out_label, measure_mlx
-from harness.session import open_measurement_session
+from harness.measure.session import open_measurement_session
+from harness.science.retest import held_out_label, measure_mlx
 from harness.store import SqliteStore
 from harness.tasks import load_task_file
+from harness.tuning.campaigns import CampaignRecorder
+from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
 
 pytest.importorskip("mlx.core")

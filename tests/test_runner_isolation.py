@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness.runner import Worker, WorkerDied
-from harness.session import worker_config
+from harness.measure.runner import Worker, WorkerDied
+from harness.measure.session import worker_config
 from harness.tasks import load_task
 from protocol import load_protocol
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaigns import CampaignError, CampaignRecorder, IterationConflict, get_iterations
 from harness.records import sha256_text
-from harness.search import (
+from harness.store import SqliteStore
+from harness.tasks import load_task
+from harness.tuning.campaigns import CampaignError, CampaignRecorder, IterationConflict, get_iterations
+from harness.tuning.search import (
     BoolKnob, CategoricalKnob, Forbidden, Implies, IntKnob, KnobSpace, KnobSpaceError, LessEqual, RandomSearch,
     run_random_search,
 )
-from harness.store import SqliteStore
-from harness.tasks import load_task
 from test_campaign_support import PROTO, make_verdict, open_session
 
 
@@ -183,7 +183,7 @@ def test_a_resumed_search_measures_in_a_new_session_and_adopts_a_verdict_stored_
 
 
 def test_a_resume_on_another_device_is_refused_before_a_session_is_opened(tmp_path: Path) -> None:
-    from harness.search import random_search_task
+    from harness.tuning.search import random_search_task
 
     store = SqliteStore(tmp_path / "atb.sqlite")
     sid = open_session(store, device="not-this-machine")

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 import harness.engines.flags as flags
-import harness.search as search
+import harness.tuning.search as search
 import harness.space as space
 from harness.engines import FlagSpaceError
 from harness.engines.flags import FlagSpace, FlagSpec

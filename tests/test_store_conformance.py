@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from harness.campaigns import CampaignRecorder
-from harness.gates import gate_names
 from harness.records import (
     DeviceFingerprint,
     GateResult,
@@ -33,6 +31,8 @@ from harness.records import (
 from harness.store import IngestRejected
 from harness.store._chain import CHAINED_TABLES, insert_chained, row_hash
 from harness.store._protocol import ResultStore
+from harness.tuning.campaigns import CampaignRecorder
+from harness.verdict.gates import gate_names
 from protocol import load_protocol
 
 PROTO = load_protocol()
@@ -614,7 +614,7 @@ def test_the_same_rows_hash_alike_in_both_stores(tmp_path: Path, pg_db: str) -> 
 def _claimed_campaigns(b: Backend, session: str) -> tuple[str, str, dict[str, Any]]:
     """Campaign A (two iterations: one with an accepted verdict, one without a verdict; finished) and
     campaign B (claiming registration reg-1, no iterations). Returns their ids and A's verdict detail."""
-    from harness.campaigns import IterationUsage
+    from harness.tuning.campaigns import IterationUsage
 
     dev, c, s = _pair(b, session)
     detail = {"confinement": {"candidate": "bwrap", "baseline": "unconfined:test"}, "roofline_fraction": 0.5}

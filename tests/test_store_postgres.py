@@ -30,8 +30,8 @@ def _fp() -> DeviceFingerprint:
 
 def _writer(url: str, worker: int, shared_campaign: str, barrier: Any) -> dict[str, int]:
     """One worker process: its own campaign, plus a campaign every worker races to fill."""
-    from harness.campaigns import CampaignRecorder, IterationConflict
     from harness.store._postgres import PostgresStore
+    from harness.tuning.campaigns import CampaignRecorder, IterationConflict
     from protocol import load_protocol
 
     proto = load_protocol()

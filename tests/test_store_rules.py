@@ -24,9 +24,9 @@ from harness.records import (
     sha256_text,
     utc_now,
 )
-from harness.gates import gate_names
 from harness.store import IngestRejected, SqliteStore, connect
 from harness.store._chain import insert_chained
+from harness.verdict.gates import gate_names
 from protocol import load_protocol
 
 PROTO = load_protocol()

@@ -21,8 +21,6 @@ from typing import Any
 import pytest
 
 from atb_agent.cli import main
-from harness.campaigns import CampaignRecorder
-from harness.gates import gate_names
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text, utc_now
 from harness.store import (
     SCHEMA_VERSION,
@@ -35,6 +33,8 @@ from harness.store import (
 )
 from harness.store._chain import CHAINED_TABLES, head, insert_chained, row_hash
 from harness.store._sqlite_schema import unique_keys
+from harness.tuning.campaigns import CampaignRecorder
+from harness.verdict.gates import gate_names
 from test_campaign_support import PROTO, REF, SEEDS, build_campaign, make_verdict, open_session
 
 ALL_PASS = [{"name": n, "passed": True, "detail": ""} for n in gate_names()]

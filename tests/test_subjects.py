@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.records import sha256_text
-from harness.subjects import (
+from harness.tuning.subjects import (
     KERNEL_CANDIDATE_FILE, EngineSubject, KernelSubject, NoCandidate, Subject, ToolBrief, load_subject,
 )
 
@@ -75,7 +75,7 @@ def test_kernel_subject_keeps_the_kernel_task_values() -> None:
 
 
 def test_a_kernelbench_file_has_no_search_space() -> None:
-    from harness.search import KnobSpaceError
+    from harness.tuning.search import KnobSpaceError
 
     subject = load_subject(KB_FILE)
     assert subject.id.startswith("kb:19_ReLU:")
@@ -256,7 +256,7 @@ def test_an_evaluator_for_a_subject_of_another_kind_is_refused() -> None:
 # ---------------------------------------------------------------------- nobody else branches on the kind
 
 SEES_ONLY_THE_PROTOCOL = [
-    "atb_agent/campaign.py", "atb_agent/services.py", "atb_agent/sweep/_spec.py", "harness/search/_task.py",
+    "atb_agent/campaign.py", "atb_agent/services.py", "atb_agent/sweep/_spec.py", "harness/tuning/search/_task.py",
     "atb_agent/cli/_replay.py", "atb_agent/mcp/_campaign.py",
 ]
 KIND_NAMES = {"is_engine", "is_engine_task", "EngineTask", "load_engine_task", "load_task", "Task", "EngineSession",

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.evidence import Evidence
-from harness.gates.physical import physical_gate
+from harness.measure.evidence import Evidence
 from harness.records import DeviceCeilings
 from harness.tasks import (
     begin_cost, load_task, load_task_file, native_task_names, needs_count, resolve_cost,
 )
 from harness.tasks._cost import count_file, count_module, import_task_module
+from harness.verdict.gates.physical import physical_gate
 from protocol import load_protocol
 
 FIX = Path(__file__).parent / "fixtures" / "kernelbench_like" / "KernelBench"

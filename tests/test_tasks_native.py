@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.correctness import compare_outputs
 from harness.errors import TaskError
-from harness.runner._inputs import make_inputs, tensor_sha256
+from harness.measure.correctness import compare_outputs
+from harness.measure.runner._inputs import make_inputs, tensor_sha256
 from harness.tasks import load_task, native_task_names, native_tasks
 from protocol import load_protocol
 

@@ -136,7 +136,7 @@ def test_the_committed_live_transcript_replays_byte_for_byte_and_a_flipped_byte_
     import shutil
 
     from atb_agent.campaign import HarnessServices
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
     from transcripts import TranscriptError
 
     if shutil.which("bwrap") is None:

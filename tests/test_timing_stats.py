@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from harness.correctness import compare_outputs
-from harness.device import roofline_fraction
 from harness.errors import IncomparableError
+from harness.measure.correctness import compare_outputs
+from harness.measure.device import roofline_fraction
+from harness.measure.runner._inputs import buffer_seed, make_inputs
+from harness.measure.timing import _cpu
 from harness.records import DeviceCeilings
-from harness.runner._inputs import buffer_seed, make_inputs
 from harness.stats import median_ratio_ci, paired_ratios, require_comparable
 from harness.tasks import ToleranceOverride
-from harness.timing import _cpu
 from protocol import load_protocol
 
 P = load_protocol()
@@ -127,7 +127,7 @@ def test_roofline_fraction() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_timer_times_a_kernel_and_captures_a_graph() -> None:
-    from harness.timing._cuda import CudaTimer
+    from harness.measure.timing._cuda import CudaTimer
 
     timer = CudaTimer(torch, 1 << 24)
     x = torch.randn(4096, device="cuda")
@@ -162,8 +162,8 @@ def test_measurement_set_ratio_refuses_other_sessions_and_devices() -> None:
 
 
 def test_ceilings_keep_the_best_reading_per_device(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from harness.measure.session import best_ceilings
     from harness.records import DeviceFingerprint
-    from harness.session import best_ceilings
     from harness.store import SqliteStore
 
     with SqliteStore(tmp_path / "c.sqlite") as store:
@@ -179,8 +179,8 @@ def test_ceilings_keep_the_best_reading_per_device(tmp_path) -> None:  # type: i
 def test_ceilings_are_measured_until_the_store_holds_enough_sessions(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Protocol 1.4.0: the first ``reuse_after_sessions`` sessions on a device measure; later ones take
     the stored maximum without asking the reference child."""
+    from harness.measure.session import session_ceilings
     from harness.records import DeviceFingerprint
-    from harness.session import session_ceilings
     from harness.store import SqliteStore
 
     reuse_after = P.timing.ceilings.reuse_after_sessions

@@ -1,4 +1,4 @@
-"""mypy runs in the suite: strict on protocol/, harness/store/ and harness/gates/, the rest checked.
+"""mypy runs in the suite: strict on protocol/, harness/store/ and harness/verdict/gates/, the rest checked.
 
 Every option and the list of files live in ``[tool.mypy]`` in pyproject.toml, so this test and a developer
 typing ``python -m mypy`` at the repository root run the same check. The incremental cache is
@@ -44,4 +44,4 @@ def test_strict_settings_reach_only_the_strict_packages() -> None:
     strict = [o for o in cfg.get("overrides", []) if o.get("disallow_untyped_defs")]
     assert len(strict) == 1 and "strict" not in strict[0]
     assert set(strict[0]["module"]) == {"protocol", "protocol.*", "harness.store", "harness.store.*",
-                                        "harness.gates", "harness.gates.*"}
+                                        "harness.verdict.gates", "harness.verdict.gates.*"}

@@ -15,8 +15,8 @@ import pytest
 
 from atb_agent.cli import main
 from atb_agent.cli._verify import recompute
-from harness.evaluate import evaluate_candidate
-from harness.session import open_measurement_session
+from harness.verdict.evaluate import evaluate_candidate
+from harness.measure.session import open_measurement_session
 from harness.store import SqliteStore
 from harness.tasks import load_task
 from protocol import load_protocol

@@ -58,7 +58,7 @@ def _open_store(path: str, verified: bool = False):  # type: ignore[no-untyped-d
 
 
 def run_anchor(args: argparse.Namespace) -> int:
-    from harness.anchors import run_anchors
+    from harness.science.anchors import run_anchors
 
     with _open_store(args.db) as store:
         report = run_anchors(store, args.device, only=args.only)
@@ -76,7 +76,7 @@ def run_anchor(args: argparse.Namespace) -> int:
 
 
 def run_retest(args: argparse.Namespace) -> int:
-    from harness.retest import retest_run
+    from harness.science.retest import retest_run
 
     progress(f"retest of run {args.run} on {args.backend}")
     with _open_store(args.db, verified=True) as store:
@@ -99,7 +99,7 @@ def run_retest(args: argparse.Namespace) -> int:
 
 
 def run_remeasure(args: argparse.Namespace) -> int:
-    from harness.remeasure import remeasure_run
+    from harness.science.remeasure import remeasure_run
 
     progress(f"re-measuring every verdict of run {args.run} in a fresh session")
     with _open_store(args.db, verified=True) as store:

@@ -67,10 +67,10 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.device == "mlx":
         raise BadInput("kernel evaluation on MLX is served by `atb retest --device mlx`; "
                        "`atb eval` measures on cpu or cuda")
-    from harness.evaluate import EAGER_START_LABEL, evaluate_candidate
-    from harness.session import open_measurement_session
+    from harness.measure.session import open_measurement_session
     from harness.store import open_store
     from harness.tasks import begin_cost, load_task
+    from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
     from protocol import load_protocol
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from atb_agent.services import HarnessServices
     from atb_agent.errors import ReplayDivergence
     from atb_agent.replay import replay_transcript
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
     from transcripts import TranscriptError, read_transcript
 
     path = Path(args.transcript)
@@ -89,7 +89,7 @@ def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
     from atb_agent.mcp import McpLogError, read_call_log
     from atb_agent.replay import replay_mcp_log
     from harness.store import SqliteStore
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
     from protocol import load_protocol
     from sandbox import SandboxError
 

@@ -82,8 +82,8 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
         raise BadInput(f"--budget must be a positive number of iterations, got {budget}")
     protocol = load_protocol()
     if tuner == "random":
-        from harness.campaigns import get_campaign
-        from harness.search import random_search_task
+        from harness.tuning.campaigns import get_campaign
+        from harness.tuning.search import random_search_task
 
         with SqliteStore(db) as store:
             if resume is not None:
@@ -103,8 +103,8 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
 
 
 def _run_payload(db: str, run_id: str) -> dict[str, Any]:
-    from harness.campaigns import get_iterations, summarize
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import get_iterations, summarize
 
     with SqliteStore(db) as store:
         s = summarize(store, run_id)
@@ -156,7 +156,7 @@ def _compare_human(c: Any) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.compare import compare_runs
+    from harness.tuning.compare import compare_runs
     from atb_agent.cli._common import open_verified_store
     from protocol import load_protocol
 
@@ -168,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.reports import build_report
+    from harness.tuning.reports import build_report
     from atb_agent.cli._common import open_verified_store
     from protocol import load_protocol
 
@@ -183,7 +183,7 @@ def _transcript_for(store: Any, run: Any, search_dir: Path) -> Path | None:
     """The transcript of ``run``: named in its config or outcome, else found by its header's campaign id."""
     from transcripts import TranscriptError, read_transcript
 
-    from harness.campaigns import get_outcome
+    from harness.tuning.campaigns import get_outcome
 
     outcome = get_outcome(store, run.id)
     for source in (run.config, outcome.detail if outcome else {}):
@@ -203,7 +203,7 @@ def _transcript_for(store: Any, run: Any, search_dir: Path) -> Path | None:
 
 
 def _recording(store: Any, run: Any, search_dir: Path) -> Any:
-    from harness.prereg import recording_from_store
+    from harness.science.prereg import recording_from_store
     from transcripts import read_transcript, verify_transcript
 
     path = _transcript_for(store, run, search_dir)
@@ -215,11 +215,11 @@ def _recording(store: Any, run: Any, search_dir: Path) -> Any:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from harness.campaigns import get_outcome
-    from harness.prereg import (
+    from harness.science.prereg import (
         check_treatment_delivery, claimed_runs, decide, load_spec, record_outcome, register,
     )
     from harness.store import SqliteStore
+    from harness.tuning.campaigns import get_outcome
     from protocol import load_protocol
 
     protocol = load_protocol()

@@ -104,9 +104,9 @@ class McpCampaign:
                  backend: str = "cpu", sandbox_backend: str = "auto", resume: str | None = None,
                  transport: str = "stdio", services: Any = None) -> None:
         from atb_agent.services import HarnessServices, task_brief
-        from harness.campaigns import CampaignRecorder, get_outcome
         from harness.store import SqliteStore
-        from harness.subjects import load_subject
+        from harness.tuning.campaigns import CampaignRecorder, get_outcome
+        from harness.tuning.subjects import load_subject
         from protocol import load_protocol
 
         if budget <= 0:
@@ -258,7 +258,7 @@ class McpCampaign:
 
     # ------------------------------------------------------------------ claiming, logging, finishing
     def _claim(self, client: ClientIdentity | None) -> str | None:
-        from harness.campaigns import CampaignRecorder
+        from harness.tuning.campaigns import CampaignRecorder
 
         if client is None:
             return ("error: the client did not identify itself (clientInfo name and version in initialize); an MCP "
@@ -321,7 +321,7 @@ class McpCampaign:
         self._calls += 1
 
     def _finished(self) -> bool:
-        from harness.campaigns import get_outcome
+        from harness.tuning.campaigns import get_outcome
 
         return self.recorder is not None and get_outcome(self.store, self.recorder.campaign_id) is not None
 

@@ -27,7 +27,7 @@ from atb_agent.sweep._errors import SweepSpecError
 from harness.records import canonical_json, sha256_text
 
 if TYPE_CHECKING:
-    from harness.subjects import Subject
+    from harness.tuning.subjects import Subject
 
 _GLOB_CHARS = set("*?[")
 MAX_CAMPAIGNS = 100_000
@@ -116,7 +116,7 @@ def _is_glob(entry: str) -> bool:
 def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, Subject]]:
     """(what to pass to the tuner, the loaded subject) for every task entry."""
     from harness.errors import HarnessError
-    from harness.subjects import load_subject
+    from harness.tuning.subjects import load_subject
 
     out: list[tuple[str, Subject]] = []
     for entry in entries:
@@ -144,7 +144,7 @@ def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, Subject]]:
 def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]]) -> None:
     from atb_agent.errors import TunerSpecError
     from atb_agent.tuners import parse_spec
-    from harness.search import KnobSpaceError
+    from harness.tuning.search import KnobSpaceError
 
     for spec in tuners:
         try:

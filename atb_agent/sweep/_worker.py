@@ -56,7 +56,7 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
         record_attempt(store, key, campaign_id=state.campaign_id or (key.campaign_id if kind == "random" else None),
                        node=node, pid=os.getpid(), attempt_of=len(attempts(store, key)) + 1, ref=ref)
         if kind == "random":
-            from harness.search import random_search_task
+            from harness.tuning.search import random_search_task
 
             random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,  # type: ignore[arg-type]
                                backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
@@ -84,7 +84,7 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
 def _abort_for_restart(store: Any, campaign_id: str, proto: Any) -> None:
     """A replay campaign cannot resume (its recording is served from call 0): close the broken one as
     aborted, naming why, so the fresh one is the key's campaign and the partial one stays on record."""
-    from harness.campaigns import CampaignRecorder
+    from harness.tuning.campaigns import CampaignRecorder
 
     rec = CampaignRecorder.resume(store, proto, campaign_id)
     rec.finish("aborted", reason="sweep worker died mid-campaign; a replay campaign restarts from its first call")

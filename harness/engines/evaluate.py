@@ -1,5 +1,5 @@
 """Evaluate one engine configuration: trial, gates, verdict, store. The engine twin of
-``harness.evaluate.evaluate_candidate``.
+``harness.verdict.evaluate.evaluate_candidate``.
 
 The candidate is the configuration *text* (JSON or YAML mapping of flag -> value) exactly as the tuner
 wrote it; its SHA-256 is the candidate's identity in the store. The honest baseline is the same engine's
@@ -26,9 +26,9 @@ from harness.engines.session import HasSessionId, session_id_of
 from harness.engines.task import EngineTask, load_engine_task
 from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
-from harness.result import VerdictResult
 from harness.stats import rounds_ratio
 from harness.store import SqliteStore
+from harness.verdict.result import VerdictResult
 from protocol import Protocol, ProtocolRef, load_protocol
 
 BASELINE_LABEL = "engine-default"
@@ -36,7 +36,7 @@ UNIT: Literal["requests_per_s"] = "requests_per_s"
 
 
 class EngineEvalResult(VerdictResult):
-    """The ``atb engine eval`` fields: :class:`harness.result.VerdictResult` (``speedup`` is candidate /
+    """The ``atb engine eval`` fields: :class:`harness.verdict.result.VerdictResult` (``speedup`` is candidate /
     default requests per second) plus the engine's own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

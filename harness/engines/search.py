@@ -43,14 +43,14 @@ def run_engine_random_search(task: str | Path | EngineTask, *, store: SqliteStor
                              progress: Callable[[str], None] | None = None) -> Any:
     """Seeded random search over an engine task's flags, in an engine session the caller already holds,
     through the campaign recorder; returns the stored ``CampaignSummary`` (see
-    :func:`harness.search.run_random_search` for what it raises). ``backend``, when given, is recorded
+    :func:`harness.tuning.search.run_random_search` for what it raises). ``backend``, when given, is recorded
     in the campaign's config (a resume is checked against it).
 
-    Not the path ``atb search`` takes: :func:`harness.search.random_search_task` reaches an engine task
-    through :class:`harness.subjects.EngineSubject` (it opens its own session and records the same
+    Not the path ``atb search`` takes: :func:`harness.tuning.search.random_search_task` reaches an engine task
+    through :class:`harness.tuning.subjects.EngineSubject` (it opens its own session and records the same
     config keys). The only caller left is ``tests/test_engine_llamacpp.py``, which searches inside a
     session it opened itself; kept for it as a ``harness.engines`` export."""
-    from harness.search._run import run_random_search
+    from harness.tuning.search._run import run_random_search
 
     t = task if isinstance(task, EngineTask) else load_engine_task(task)
     config: dict[str, Any] = {"backend": backend} if backend is not None else {}

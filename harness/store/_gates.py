@@ -3,12 +3,12 @@
 The store keeps them per protocol digest and kind in ``expected_gates`` so the database itself can
 refuse a verdict with one gate, a made-up gate name, or an accepted verdict missing a built-in gate.
 Built-in gates are required; plug-in gates (entry points) and the fail-closed placeholders that
-``harness.evaluate`` and ``harness.engines.evaluate`` put on a rejection are known but not required.
+``harness.verdict.evaluate`` and ``harness.engines.evaluate`` put on a rejection are known but not required.
 """
 
 from __future__ import annotations
 
-# Names harness/evaluate.py gives a failed placeholder gate when the gates module is broken; and the
+# Names harness/verdict/evaluate.py gives a failed placeholder gate when the gates module is broken; and the
 # one gate of an engine config outside its flag space (harness/engines/evaluate.py). Rejections only.
 KERNEL_FAIL_CLOSED = ("gates_unavailable", "gates_error", "gates_empty")
 ENGINE_OPTIONAL = ("flag_space",)
@@ -22,7 +22,7 @@ def expected_gates() -> list[tuple[str, str, int]]:
     """
     out: list[tuple[str, str, int]] = []
     try:
-        from harness.gates import BUILTIN_GATES, registered_gates
+        from harness.verdict.gates import BUILTIN_GATES, registered_gates
 
         builtin = [g.name for g in BUILTIN_GATES]
         out += [("kernel", n, 1) for n in builtin]

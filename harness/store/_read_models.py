@@ -1,10 +1,10 @@
 """Typed rows that the store's read methods return for the campaign, iteration, outcome, registration
 and task tables, and the summary of a device's stored ceilings.
 
-Why here and not in ``harness.campaigns``: the store is the only place that writes SQL (issue 18;
+Why here and not in ``harness.tuning.campaigns``: the store is the only place that writes SQL (issue 18;
 ``tests/test_sql_in_store.py`` holds every module outside ``harness/store/`` to that), so it reads the
-tables and hands back typed rows; ``harness.campaigns``, ``harness.prereg``, ``harness.compare``,
-``harness.reports`` and the sweep turn them into their own records. The store cannot import those
+tables and hands back typed rows; ``harness.tuning.campaigns``, ``harness.science.prereg``, ``harness.tuning.compare``,
+``harness.tuning.reports`` and the sweep turn them into their own records. The store cannot import those
 modules (they import the store), so these rows are its own: one field per stored column, JSON columns
 decoded (``config_json`` -> ``config``, ``detail_json`` -> ``detail``...), nothing computed.
 """
@@ -90,7 +90,7 @@ class PreregistrationRow(_Row):
     """One ``preregistrations`` row (its digest is the caller's to check against the spec)."""
 
     id: str
-    spec: Any                         # spec_json decoded: an object when written through harness.prereg
+    spec: Any                         # spec_json decoded: an object when written through harness.science.prereg
     spec_sha256: str
     protocol_version: str | None
     protocol_sha256: str | None

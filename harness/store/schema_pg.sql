@@ -45,7 +45,7 @@ CREATE OR REPLACE FUNCTION atb_json_valid(t text) RETURNS boolean LANGUAGE sql I
     SELECT CASE WHEN t IS NULL THEN NULL ELSE atb_jsonb(t) IS NOT NULL END
 $$;
 
--- SQLite's json_extract(text, '$.a.b') for the readers' queries (harness/campaigns/_store.py): a string
+-- SQLite's json_extract(text, '$.a.b') for the readers' queries (harness/tuning/campaigns/_store.py): a string
 -- comes back unquoted, an object or array as JSON text, JSON null as NULL. Unlike SQLite a number also
 -- comes back as text (a function has one return type): compare it after a cast.
 CREATE OR REPLACE FUNCTION json_extract(t text, p text) RETURNS text LANGUAGE sql IMMUTABLE AS $$

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from atb_agent.evaluation import CANDIDATE_FILE, VerdictSummary
-from harness.gates import gate_names
 from harness.records import DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
+from harness.verdict.gates import gate_names
 
 from .workspace import MemoryToolBox
 

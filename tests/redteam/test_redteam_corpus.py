@@ -1,4 +1,4 @@
-"""The red-team corpus, end to end through ``harness.evaluate.evaluate_candidate`` on CPU.
+"""The red-team corpus, end to end through ``harness.verdict.evaluate.evaluate_candidate`` on CPU.
 
 Each cheat must be rejected or quarantined *by the gate meant to catch it* (that gate's result is
 ``passed=False``); an ``exclusive`` cheat must be caught by no other gate, which shows the gate is
@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.evaluate import evaluate_candidate
-from harness.gates import gate_names
-from harness.quarantine import review_quarantine
-from harness.session import MeasurementContext, open_measurement_session
+from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.store import SqliteStore
+from harness.verdict.evaluate import evaluate_candidate
+from harness.verdict.gates import gate_names
+from harness.verdict.quarantine import review_quarantine
 from redteam_corpus import CorpusEntry, corpus
 
 pytestmark = pytest.mark.slow

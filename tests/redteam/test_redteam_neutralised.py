@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.evaluate import evaluate_candidate
-from harness.session import MeasurementContext, open_measurement_session
+from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.store import SqliteStore
+from harness.verdict.evaluate import evaluate_candidate
 from redteam_corpus import CorpusEntry, corpus
 
 pytestmark = pytest.mark.slow

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.preflight import TRIVIAL_CANDIDATES, latest_preflight, preflight_task, weak_tasks
-from harness.session import MeasurementContext, open_measurement_session
+from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.store import SqliteStore
 from harness.tasks import load_task, native_task_names
+from harness.verdict.preflight import TRIVIAL_CANDIDATES, latest_preflight, preflight_task, weak_tasks
 from redteam_corpus import HERE
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_native_task_passes_the_preflight(name: str, measured: tuple[SqliteStore
 
 
 def test_cli_refuses_an_unknown_task_with_exit_2(tmp_path: object) -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness.preflight", "no_such_task_xyz", "--json",
+    proc = subprocess.run([sys.executable, "-m", "harness.verdict.preflight", "no_such_task_xyz", "--json",
                            "--db", str(tmp_path) + "/x.sqlite"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     out = json.loads(proc.stdout)

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.evaluate import evaluate_candidate
-from harness.quarantine import QuarantineError, review_quarantine
-from harness.session import MeasurementContext, open_measurement_session
+from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.store import SqliteStore
+from harness.verdict.evaluate import evaluate_candidate
+from harness.verdict.quarantine import QuarantineError, review_quarantine
 from protocol import load_protocol
 from redteam_corpus import corpus
 

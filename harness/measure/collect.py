@@ -1,0 +1,492 @@
+"""Collecting the evidence of one evaluation from the measuring children.
+
+Phases, all driven from the harness's process over the workers' pipes:
+
+1. load: the reference worker loads the task; the candidate and start workers load the task and a
+   candidate file. Every model is built from ``get_init_inputs()`` under one ``torch.manual_seed``
+   (drawn per evaluation), so parameters match the reference's (KernelBench convention).
+2. correctness: ``correctness_trials`` fresh seeds, each under the task's own inputs and every
+   adversarial distribution of ``protocol.correctness`` the task allows. The candidate child keeps
+   its output and shares it one way (CUDA IPC, or a file on a CPU); the reference child, which never
+   imports candidate code, computes its own output for the same input and compares the two where
+   they live; only the summary (errors, pass/fail, NaN facts) comes back here. A probe on which the
+   reference itself is not finite says nothing and is recorded as uninformative.
+3. timing: ``paired_seeds`` fresh seeds; at each, every arm is calibrated on an input set of its own,
+   then the arms are timed in interleaved rounds (A B C, B C A, ...; CPU:
+   ``timing.cpu.interleave_rounds`` rounds of ``timed_reps / rounds`` repetitions; CUDA:
+   ``timing.cuda.min_reps`` rounds sharing the do_bench repetition count). No timed call sees input
+   values an earlier call saw (``harness.measure.runner._inputs.TimedSets``): each repetition's sets are made
+   outside the timed region. The outputs of ``timed_output_checks`` randomly chosen timed
+   repetitions are checked by the reference child on the same sets, rebuilt from their specs.
+4. integrity: each worker reports whether the harness's bound functions are still intact.
+
+On CUDA the memory is planned: the reference reports its inputs', outputs' and free device bytes
+at load, and a problem whose heaviest step (one arm's input set and outputs, the candidate's shared
+output, the comparison's temporaries) cannot fit gets a ``memory`` failure saying ``unfit``, never a
+hang or a crash of this process; each arm hands its cached device memory back between its blocks.
+
+Seeds come from :mod:`secrets` (unpredictable to a candidate) and are all recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.measure.evidence import (CallFacts, Comparison, IntegrityFacts, TimedFacts, TimedOutput, TensorMeta,
+                                      WorkerFailure)
+from harness.measure.runner import TASK_DISTRIBUTION, Worker, WorkerDied
+from harness.measure.timing._clock import perf_counter_ns
+from harness.tasks import Task
+from protocol import Protocol
+
+SEED_BITS = 62
+ARMS = ("candidate", "baseline", "start")
+
+
+def draw_seed() -> int:
+    """One unpredictable seed (62 bits: fits SQLite's signed integers and torch.manual_seed)."""
+    return secrets.randbits(SEED_BITS)
+
+
+class ArmFailed(Exception):
+    """An arm's worker failed or raised; carries the WorkerFailure."""
+
+    def __init__(self, failure: WorkerFailure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+@dataclass
+class ArmTiming:
+    """One arm's timing at one paired seed, per interleaved round."""
+
+    facts: TimedFacts
+    rounds: list[list[float]]
+
+
+@dataclass
+class Collected:
+    """Everything the evaluation measured; ``Evidence`` is built from it."""
+
+    init_seed: int
+    correctness_seeds: list[int]
+    timing_seeds: list[int] = field(default_factory=list)
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_dtype: str = "float32"
+    candidate_calls: list[CallFacts] = field(default_factory=list)
+    reference_calls: list[CallFacts] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
+    timed: dict[str, list[ArmTiming]] = field(default_factory=lambda: {a: [] for a in ARMS})
+    candidate_integrity: IntegrityFacts = field(default_factory=IntegrityFacts)
+    baseline_integrity: IntegrityFacts = field(default_factory=IntegrityFacts)
+    failure: WorkerFailure | None = None
+    start_failure: WorkerFailure | None = None
+    method: str = ""
+    correct: bool = False
+    phase_s: dict[str, float] = field(default_factory=dict)
+    op_s: dict[str, float] = field(default_factory=dict)   # where the phases' time went: "role.op" -> s
+    memory_plan: dict[str, int] = field(default_factory=dict)
+    transport: str = ""            # how candidate outputs reached the reference: "" (IPC or CPU file) or a fallback
+
+    def timed_facts(self, arm: str) -> list[TimedFacts]:
+        return [t.facts for t in self.timed[arm]]
+
+
+def _ask(worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+    """A command whose ``ok: false`` reply is the arm's failure."""
+    try:
+        reply = worker.request(cmd)
+    except WorkerDied as exc:
+        raise ArmFailed(exc.failure) from None
+    if not reply.get("ok", False):
+        kind = reply.get("failure_kind", "exception")
+        raise ArmFailed(WorkerFailure(role=worker.role, kind=kind if kind in (
+            "import_error", "exception", "crash", "timeout", "exit", "memory", "protocol") else "exception",
+            detail=f"{cmd.get('op')}: {str(reply.get('error', ''))[-1500:]}"))
+    return reply
+
+
+def _call_facts(reply: dict[str, Any]) -> CallFacts:
+    keep = {k: v for k, v in reply.items() if k in CallFacts.model_fields}
+    keep["outputs"] = [TensorMeta(**m) for m in reply.get("outputs", [])]
+    return CallFacts(**keep)
+
+
+class Collector:
+    """Runs the phases of one evaluation over three workers (see the module docstring)."""
+
+    def __init__(self, task: Task, protocol: Protocol, backend: str, workdir: Path,
+                 candidate: Worker, reference: Worker, start: Worker | None) -> None:
+        self.task, self.protocol, self.backend = task, protocol, backend
+        self.workdir = workdir
+        self.workers: dict[str, Worker | None] = {"candidate": candidate, "baseline": reference, "start": start}
+        self.out = Collected(init_seed=draw_seed(),
+                             correctness_seeds=[draw_seed() for _ in range(protocol.seeds.correctness_trials)])
+        self._n = 0
+        self._transports: list[str] = []
+
+    def _ask(self, worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+        """:func:`_ask`, with the time this process waited added to ``op_s`` under ``role.op``."""
+        t0 = perf_counter_ns()
+        try:
+            return _ask(worker, cmd)
+        finally:
+            key = f"{worker.role}.{cmd.get('op')}"
+            self.out.op_s[key] = self.out.op_s.get(key, 0.0) + (perf_counter_ns() - t0) / 1e9
+
+    def _path(self, tag: str) -> str:
+        self._n += 1
+        return str(self.workdir / f"{tag}-{self._n}.pt")
+
+    def _tolerances(self) -> dict[str, dict[str, float]]:
+        """The protocol's tolerances per dtype with the task's overrides applied (the reference child
+        compares with these)."""
+        tols: dict[str, dict[str, float]] = {str(name): t.model_dump()
+                                             for name, t in self.protocol.correctness.tolerances.items()}
+        for name, o in (self.task.meta.tolerance or {}).items():
+            tols[name] = {"atol": o.atol, "rtol": o.rtol, "rel_l2": o.rel_l2}
+        return tols
+
+    # ------------------------------------------------------------------ phases
+    def run(self, candidate_path: Path, start_path: Path | None) -> Collected:
+        """All phases; a candidate or reference failure stops early and is recorded, never raised."""
+        try:
+            self._phase("load", lambda: self._load(candidate_path, start_path))
+            self._phase("correctness", self._correctness)
+            if self.out.correct:
+                self._phase("timing", self._timing)
+            self._phase("integrity", self._integrity)
+        except ArmFailed as exc:
+            self.out.failure = exc.failure
+            self._integrity_after_failure()
+        if not self.out.transport and self._transports:
+            self.out.transport = " + ".join(self._transports)
+        return self.out
+
+    def _phase(self, name: str, fn: Any) -> None:
+        t0 = perf_counter_ns()
+        try:
+            fn()
+        finally:
+            self.out.phase_s[name] = (perf_counter_ns() - t0) / 1e9
+
+    def _load(self, candidate_path: Path, start_path: Path | None) -> None:
+        base = {"task_path": str(self.task.path), "task_module": "atb_task_" + self.task.source_sha256[:12],
+                "init_seed": self.out.init_seed}
+        ref = self.workers["baseline"]
+        assert ref is not None
+        r = self._ask(ref, {"op": "load", **base, "tolerances": self._tolerances()})
+        self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
+        self.out.output_bytes = int(r.get("output_bytes", 0))
+        self._plan_memory(r)
+        cand = self.workers["candidate"]
+        assert cand is not None
+        self._ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
+                    "candidate_module": "atb_candidate_" + candidate_path.stem[-12:]})
+        start = self.workers["start"]
+        if start is not None and start_path is not None:
+            try:
+                self._ask(start, {"op": "load", **base, "candidate_path": str(start_path),
+                             "candidate_module": "atb_start_" + start_path.stem[-12:]})
+            except ArmFailed as exc:
+                self._drop_start(exc.failure)
+        else:
+            self.workers["start"] = None
+
+    def _plan_memory(self, r: dict[str, Any]) -> None:
+        """CUDA: refuse, with a clear reason, a problem whose heaviest step cannot fit the device.
+
+        The heaviest step is a candidate call checked for input mutation: its input set, the set
+        rebuilt from its seed to compare against, its output and the output's shared copy, beside a
+        kept timed output; or, in a comparison, the reference's set and output beside the
+        candidate's shared output. The other arms hand their cached memory back between blocks. One
+        GiB covers the comparison's chunked temporaries."""
+        free = int(r.get("device_free_bytes", 0))
+        if self.backend != "cuda" or free <= 0:
+            return
+        in_b, out_b = self.out.input_bytes, self.out.output_bytes
+        params = int(r.get("estimate_param_bytes", 0))
+        need = 2 * in_b + 3 * out_b + 2 * params + (1 << 30)
+        self.out.memory_plan = {"device_free_bytes": free, "need_bytes": need, "input_bytes": in_b,
+                                "output_bytes": out_b, "param_bytes": params}
+        if need > free:
+            raise ArmFailed(WorkerFailure(role="reference", kind="memory", detail=(
+                f"unfit: this problem needs about {need / 2**30:.1f} GiB of device memory at its heaviest step "
+                f"({in_b / 2**30:.2f} GiB of inputs, {out_b / 2**30:.2f} GiB per output) and "
+                f"{free / 2**30:.1f} GiB are free on the device")))
+
+    def _drop_start(self, failure: WorkerFailure) -> None:
+        self.out.start_failure = failure
+        self.workers["start"] = None
+        self.out.timed["start"] = []
+
+    def distributions(self) -> list[str]:
+        allowed = self.task.meta.distributions
+        dists = [d for d in self.protocol.correctness.distributions if allowed is None or d in allowed]
+        return [TASK_DISTRIBUTION] + dists
+
+    def _check(self, share: dict[str, Any], phase: str, seed: int, dist: str,
+               spec: dict[str, Any] | None = None, tag: str = "call") -> None:
+        """The reference child recomputes the output for this input and compares it with the
+        candidate's shared one; its call facts and the comparison are recorded."""
+        ref = self.workers["baseline"]
+        assert ref is not None
+        cmd: dict[str, Any] = {"op": "check", "candidate": share, "seed": seed}
+        if spec is not None:
+            cmd["spec"] = spec
+        else:
+            cmd["distribution"] = dist
+        self._note_transport(share)
+        if isinstance(share.get("vmm"), dict) and not self._relay_fd(share, tag):
+            # the candidate named a device-memory fd but sent none: it shares a file instead
+            cand = self.workers["candidate"]
+            assert cand is not None
+            self.out.transport = "file (the candidate's output fd did not arrive)"
+            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+        rr = self._ask(ref, cmd)
+        if rr["comparison"].get("transport_error"):
+            # the reference could not map the CUDA IPC handle here: the candidate shares a file instead
+            cand = self.workers["candidate"]
+            assert cand is not None
+            self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
+            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+            rr = self._ask(ref, cmd)
+        call = rr["call"]
+        if phase == "correctness":
+            self.out.reference_calls.append(_call_facts(call))
+        c = rr["comparison"]
+        self.out.comparisons.append(Comparison(
+            seed=seed, distribution=dist, phase=phase, passed=bool(c["passed"]),  # type: ignore[arg-type]
+            reason=str(c.get("reason", "")), max_abs_err=c.get("max_abs_err"), rel_l2=c.get("rel_l2"),
+            ref_equals_input=list(call.get("equals_input", []))))
+
+    def _note_transport(self, share: dict[str, Any]) -> None:
+        """Record how this output travels (the verdict says which transports an evaluation used)."""
+        if "vmm" in share:
+            kind = "vmm-fd"
+        elif "cuda" in share:
+            kind = "cuda-ipc" + (f" (vmm refused: {str(share['vmm_error'])[:160]})" if share.get("vmm_error") else "")
+        else:
+            kind = "file" + (f" ({str(share['ipc_error'])[:200]})" if share.get("ipc_error") else "")
+        if kind not in self._transports:
+            self._transports.append(kind)
+
+    def _relay_fd(self, share: dict[str, Any], expected_tag: str) -> bool:
+        """Forward the candidate's output fd (VMM share) to the reference child; False if none came.
+
+        Raises:
+            ArmFailed: the candidate's descriptor names another output than the one asked for.
+        """
+        cand, ref = self.workers["candidate"], self.workers["baseline"]
+        assert cand is not None and ref is not None
+        tag = str(share["vmm"].get("tag", ""))[:128]
+        if tag != expected_tag[:128]:
+            raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                          detail=f"the output descriptor names {tag!r}, not the output {expected_tag!r} "
+                                                 "the harness asked for"))
+        fd = cand.receive_fd(tag)
+        if fd is None:
+            return False
+        try:
+            ref.send_fd(fd, tag)
+        except OSError as exc:
+            raise ArmFailed(WorkerFailure(role="reference", kind="protocol",
+                                          detail=f"the fd channel to the reference failed: {exc}")) from None
+        finally:
+            os.close(fd)
+        return True
+
+    def _release(self, arm: str, tags: list[str] | None = None) -> None:
+        w = self.workers[arm]
+        if w is not None:
+            self._ask(w, {"op": "release", **({"tags": tags} if tags is not None else {})})
+            if arm == "candidate" and tags is None:
+                w.drop_fds()
+
+    def _correctness(self) -> None:
+        cand = self.workers["candidate"]
+        assert cand is not None
+        first = True
+        for seed in self.out.correctness_seeds:
+            for dist in self.distributions():
+                t0 = perf_counter_ns()
+                tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
+                try:
+                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": tag,
+                                       "save_path": self._path("cand"), "record_ops": first})
+                except WorkerDied as exc:
+                    raise ArmFailed(exc.failure) from None
+                finally:
+                    self.out.op_s["candidate.call"] = (self.out.op_s.get("candidate.call", 0.0)
+                                                       + (perf_counter_ns() - t0) / 1e9)
+                first = False
+                if not cr.get("ok", False) and "seed" not in cr:
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                                  detail=f"call: {cr.get('error', 'no reply')}"))
+                facts = _call_facts(cr)
+                self.out.candidate_calls.append(facts)
+                if not facts.ok:
+                    kind = cr.get("failure_kind", "exception")
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="memory" if kind == "memory" else "exception",
+                                                  detail=f"seed {seed} ({dist}): {facts.error}"))
+                share = cr.get("share")
+                if not isinstance(share, dict):
+                    raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
+                                                  detail="call: the reply carries no shared output"))
+                self._check(share, "correctness", seed, dist, tag=tag)
+                self._release("candidate")
+        self.out.correct = all(c.passed for c in self.out.comparisons)
+
+    def _timing(self) -> None:
+        p = self.protocol
+        seeds = [draw_seed() for _ in range(p.seeds.paired_seeds)]
+        self.out.timing_seeds = seeds
+        checks = p.gates.timed_output_checks
+        capture_seed_idx = [k % len(seeds) for k in range(checks)]
+        for si, seed in enumerate(seeds):
+            self._time_seed(si, seed, sum(1 for i in capture_seed_idx if i == si))
+        self._reuse_probe()
+
+    def _active_arms(self) -> list[str]:
+        return [a for a in ARMS if self.workers[a] is not None]
+
+    def _ask_arms(self, cmd: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Send ``cmd`` to every live arm; a failing starting candidate is dropped, others raise."""
+        replies: dict[str, dict[str, Any]] = {}
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                replies[arm] = self._ask(w, cmd)
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+        return replies
+
+    def _choose_cuda_method(self, prep: dict[str, dict[str, Any]]) -> None:
+        """One timing method for every arm of this seed: graph replay when any arm is a tiny kernel
+        (below ``graph_replay_below_us``) and every arm's graph captures; CUDA events otherwise."""
+        threshold_ns = self.protocol.timing.cuda.graph_replay_below_us * 1e3
+        if not any(float(prep[a]["est_ns"]) < threshold_ns for a in prep):
+            return
+        captured = self._ask_arms({"op": "capture", "graph": True})
+        if not all(bool(r.get("captured")) for r in captured.values()):
+            self._ask_arms({"op": "capture", "graph": False})
+
+    def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
+        prep: dict[str, dict[str, Any]] = {}
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                prep[arm] = self._ask(w, {"op": "prepare", "seed": seed})
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+        if self.backend == "cuda":
+            self._choose_cuda_method(prep)
+        rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
+                  if self.backend != "cuda" else self.protocol.timing.cuda.min_reps)
+        block = {a: max(1, math.ceil(int(prep[a]["reps"]) / rounds)) for a in prep}
+        total_c = block["candidate"] * rounds
+        capture = sorted({secrets.randbelow(total_c) for _ in range(n_capture)}) if n_capture else []
+        while n_capture and len(capture) < min(n_capture, total_c):
+            capture = sorted(set(capture) | {secrets.randbelow(total_c)})
+        acc: dict[str, dict[str, Any]] = {a: {"times": [], "rounds": [], "wall": 0.0, "timed": 0.0, "parent": 0.0,
+                                              "handler": 0.0, "outs": [], "other": 0.0, "method": ""} for a in prep}
+        for r in range(rounds):
+            order = self._active_arms()
+            k = r % len(order)
+            for arm in order[k:] + order[:k]:
+                w = self.workers[arm]
+                if w is None:
+                    continue
+                cmd = {"op": "block", "reps": block[arm], "rep_offset": r * block[arm],
+                       "capture": capture if arm == "candidate" else [], "save_dir": str(self.workdir)}
+                t0 = perf_counter_ns()
+                try:
+                    rep = self._ask(w, cmd)
+                except ArmFailed as exc:
+                    if arm != "start":
+                        raise
+                    self._drop_start(exc.failure)
+                    continue
+                a = acc[arm]
+                a["parent"] += perf_counter_ns() - t0
+                a["times"].extend(float(x) for x in rep["times_ns"])
+                a["rounds"].append([float(x) for x in rep["times_ns"]])
+                a["wall"] += float(rep["wall_ns"])
+                a["handler"] += float(rep.get("handler_ns", rep["wall_ns"]))
+                a["timed"] += float(rep["timed_total_ns"])
+                a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
+                a["outs"].extend(rep["timed_outputs"])
+                a["method"] = str(rep["method"])
+        for arm in self._active_arms():
+            w = self.workers[arm]
+            assert w is not None
+            try:
+                fin = self._ask(w, {"op": "finish_seed"})
+            except ArmFailed as exc:
+                if arm != "start":
+                    raise
+                self._drop_start(exc.failure)
+                continue
+            a = acc[arm]
+            outs = [TimedOutput(rep=int(o["rep"]), input_seed=int(o["input_seed"]), spec=dict(o.get("spec") or {}),
+                                output_path=str(o.get("output_path", ""))) for o in a["outs"]]
+            facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
+                               parent_wall_ns=a["parent"], handler_ns=a["handler"], timed_outputs=outs,
+                               input_hashes_before=list(fin.get("input_hashes_before", prep[arm]["input_hashes_before"])),
+                               input_hashes_after=list(fin["input_hashes_after"]),
+                               threads_after=int(fin["threads_after"]), method=a["method"],
+                               other_threads_cpu_ns=a["other"],
+                               distinct_input_sets=int(fin.get("distinct_input_sets", 0)),
+                               timed_calls=int(fin.get("timed_calls", 0)),
+                               input_refill=str(fin.get("input_refill", "")))
+            self.out.timed[arm].append(ArmTiming(facts=facts, rounds=a["rounds"]))
+        self.out.method = acc["candidate"]["method"]
+        # the candidate's captured timed outputs, checked now that every arm's buffers are freed
+        for o in acc.get("candidate", {}).get("outs", []):
+            self._check(dict(o["share"]), "timed", int(o["input_seed"]), TASK_DISTRIBUTION, spec=dict(o["spec"]),
+                        tag=str(o.get("tag", "")))
+        if acc.get("candidate", {}).get("outs"):
+            self._release("candidate")
+
+    def _reuse_probe(self) -> None:
+        """One more timed-phase comparison: the candidate's answer after an input it has already seen
+        was rewritten in place (see the child's ``reuse_probe``), against the reference on the new
+        contents. A memoised answer fails it; the stale-output gate reads it like any timed output."""
+        cand = self.workers["candidate"]
+        assert cand is not None
+        seed_a, seed_b = draw_seed(), draw_seed()
+        cr = self._ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": self._path("cand-reuse")})
+        self._check(dict(cr["share"]), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
+        self._release("candidate")
+
+    def _integrity_of(self, arm: str) -> IntegrityFacts:
+        w = self.workers[arm]
+        if w is None or not w.alive():
+            return IntegrityFacts(pid=w.pid if w is not None else 0)
+        r = self._ask(w, {"op": "integrity"})
+        return IntegrityFacts(checks=dict(r["checks"]), pid=int(r["pid"]),
+                              candidate_modules_in_baseline=list(r["candidate_modules"]) if arm == "baseline" else [],
+                              audit_events=list(r.get("audit_events", [])))
+
+    def _integrity(self) -> None:
+        self.out.candidate_integrity = self._integrity_of("candidate")
+        self.out.baseline_integrity = self._integrity_of("baseline")
+
+    def _integrity_after_failure(self) -> None:
+        for arm, attr in (("candidate", "candidate_integrity"), ("baseline", "baseline_integrity")):
+            try:
+                setattr(self.out, attr, self._integrity_of(arm))
+            except ArmFailed:
+                pass

@@ -1,0 +1,805 @@
+"""The measuring child process: ``python -m harness.measure.runner._child ROLE REPLY_FD CONFIG_JSON``.
+
+It reads one JSON command per line on stdin and writes one JSON reply per line to REPLY_FD. Order
+of events, which is the point of this module:
+
+1. the memory limit (RLIMIT_AS) is set and the harness's clock is bound (``harness.measure.timing._clock``);
+2. torch is imported, threads are pinned and TF32 is set from the configuration, and the CUDA
+   timer (events, synchronise) is bound;
+3. only then may a ``load`` command import task code and, in the candidate and start roles,
+   candidate code. The reference role refuses candidate code outright.
+
+Everything reported here is a fact observed by this harness code; the parent turns replies into
+:mod:`harness.measure.evidence` records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+from typing import Any
+
+from harness.measure.timing import _clock  # noqa: F401 - binds the clock before anything else runs
+
+ROLE, REPLY_FD, CONFIG = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+if CONFIG.get("memory_bytes", 0) > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (CONFIG["memory_bytes"], CONFIG["memory_bytes"]))
+os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
+
+import importlib.util  # noqa: E402
+import secrets  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+
+_T_BEGIN = time.monotonic()   # start-up stages, reported in the ready reply (where a session's open goes)
+import torch  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from harness.measure.runner._inputs import (TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec,  # noqa: E402
+                                            make_inputs, sample_key, unchanged_marks)
+from harness.measure.runner import _share  # noqa: E402
+from harness.measure.timing import _cpu  # noqa: E402
+from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
+from harness.measure.timing._clock import time_functions_intact  # noqa: E402
+from harness.measure.runner._serve import Handler, serve  # noqa: E402
+
+BACKEND: str = CONFIG["backend"]
+# this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
+_FD_CHANNEL: socket.socket | None = (socket.socket(fileno=int(CONFIG["fd_channel"]))
+                                     if CONFIG.get("fd_channel") is not None else None)
+DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
+_T_TORCH = time.monotonic()
+torch.set_num_threads(int(CONFIG["threads"]))
+_ALLOW_TF32 = bool(CONFIG["allow_tf32"]) and ROLE != "reference"
+torch.backends.cuda.matmul.allow_tf32 = _ALLOW_TF32
+torch.backends.cudnn.allow_tf32 = _ALLOW_TF32
+torch.set_float32_matmul_precision("high" if _ALLOW_TF32 else "highest")
+_CUDA_TIMER: Any = None
+if BACKEND == "cuda":
+    from harness.measure.timing._cuda import CudaTimer
+
+    torch.cuda.init()
+    _CUDA_TIMER = CudaTimer(torch, int(CONFIG["cuda"]["l2_flush_bytes"]))
+    _DEVICE_TOTAL = int(torch.cuda.mem_get_info()[1])
+else:
+    _DEVICE_TOTAL = 0
+_T_DEVICE = time.monotonic()
+_WATCHED = ("torch.nn.Module.__call__", "torch.manual_seed", "torch.set_num_threads", "torch.get_num_threads",
+            "torch.set_num_interop_threads", "torch.save", "torch.load", "torch.no_grad")
+
+
+def _lookup(dotted: str) -> Any:
+    obj: Any = torch
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+_ORIGINAL = {name: _lookup(name) for name in _WATCHED}
+
+
+def _harness_globals() -> dict[str, Any]:
+    """The harness's own timing globals a candidate could reach through ``sys.modules``.
+
+    Replacing ``time.perf_counter_ns`` is caught by ``time_functions_intact``; this snapshot catches
+    the subtler patch of the harness's bound copies (``harness.measure.timing._cpu._now``, the CUDA timer's
+    bound methods, the timing functions' code objects), taken before any candidate code is imported.
+    """
+    found: dict[str, Any] = {
+        "sys.modules[harness.measure.timing._cpu]": sys.modules.get("harness.measure.timing._cpu"),
+        "harness.measure.timing._cpu._now": getattr(_cpu, "_now", None),
+        "harness.measure.timing._cpu.time_block.__code__":
+            getattr(getattr(_cpu, "time_block", None), "__code__", None),
+        "harness.measure.timing._cpu.time_block_sets.__code__":
+            getattr(getattr(_cpu, "time_block_sets", None), "__code__", None),
+        "harness.measure.timing._cpu.calibrate_inner_loop.__code__":
+            getattr(getattr(_cpu, "calibrate_inner_loop", None), "__code__", None),
+        "harness.measure.runner._child._now": _now,
+    }
+    import harness.measure.runner._inputs as inputs_mod
+
+    for fn in ("make_inputs", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows",
+               "unchanged_marks", "sample_key", "_same_bits"):
+        found[f"harness.measure.runner._inputs.{fn}.__code__"] = getattr(getattr(inputs_mod, fn, None), "__code__",
+                                                                          None)
+    for meth in ("take", "spec", "_layout", "_pool_for", "retire", "_per_pool"):
+        found[f"TimedSets.{meth}.__code__"] = getattr(getattr(inputs_mod.TimedSets, meth, None), "__code__", None)
+        found[f"TimedSets.{meth}"] = getattr(inputs_mod.TimedSets, meth, None)
+    if _CUDA_TIMER is not None:
+        for attr in ("_event", "_record", "_elapsed", "_sync", "_graph_cls", "_replay", "_stream_sync",
+                     "_current_stream"):
+            found[f"CudaTimer.{attr}"] = getattr(_CUDA_TIMER, attr, None)
+        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events", "_refill"):
+            method = getattr(type(_CUDA_TIMER), meth, None)
+            found[f"CudaTimer.{meth}.__code__"] = getattr(method, "__code__", None)
+    return found
+
+
+_HARNESS_GLOBALS = _harness_globals()
+_CANDIDATE_PREFIX = "atb_candidate_"
+_CANDIDATE_FILES: set[str] = set()
+_AUDIT_EVENTS: set[str] = set()
+_AUDIT_GUARD = [False]
+_getframe = sys._getframe
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """Record audit events whose immediate Python caller is candidate code (installed before any
+    candidate import; a re-entrancy guard keeps the hook's own frame lookup from recursing)."""
+    if _AUDIT_GUARD[0] or not _CANDIDATE_FILES or len(_AUDIT_EVENTS) > 256:
+        return
+    _AUDIT_GUARD[0] = True
+    try:
+        frame = _getframe(1)
+        if frame is not None and frame.f_code.co_filename in _CANDIDATE_FILES:
+            _AUDIT_EVENTS.add(event)
+    except Exception:  # noqa: BLE001 - an audit hook must never raise into the audited code
+        pass
+    finally:
+        _AUDIT_GUARD[0] = False
+
+
+sys.addaudithook(_audit)
+
+
+def _os_threads() -> int:
+    """Threads of this process as the OS sees them (a side thread left running shows up here)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+class _OpRecorder(TorchFunctionMode):
+    """Records the names of torch functions a call uses (tensor methods and torch.* functions)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.names.add(str(getattr(func, "__name__", repr(func))))
+        return func(*args, **(kwargs or {}))
+
+
+class _State:
+    task: Any = None
+    model: Any = None
+    timing_seed: int | None = None
+    sets: TimedSets | None = None          # this seed's input sets (no two timed calls see one)
+    cur: list[list[Any]] = []              # the sets of the repetition being timed
+    last_q: int = 0                        # the repetition index of the sets last taken
+    static: list[list[Any]] = []           # CUDA-graph static input sets
+    fp_acc: list[Any] = []                 # CUDA events path: (repetition, input written?) per timed call
+    fp_keys: list[Any] = []                # CUDA events path: each timed set's value key (sample_key)
+    timed_calls: int = 0
+    timed_keys: set[tuple[Any, ...]] = set()   # identities of the sets timed calls received
+    set_bytes: int = 0
+    inner: int = 1
+    graphs: Any = None
+    method: str = ""
+    shared: dict[str, list[Any]] = {}      # outputs held for the reference child to read (one way)
+    tolerances: dict[str, dict[str, float]] = {}
+    large_bytes: int = 1 << 28             # protocol timing.cuda.free_cache_above_bytes
+    graph_sets_max_bytes: int = 1 << 30    # protocol timing.cuda.graph_static_sets_max_bytes
+    device_total: int = 0                  # bytes of device memory (CUDA), read at start
+
+
+S = _State()
+S.device_total = _DEVICE_TOTAL
+
+
+def _sync() -> None:
+    if _CUDA_TIMER is not None:
+        _CUDA_TIMER.sync()
+
+
+def _import_file(path: str, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tensors(out: Any) -> list[Any]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _meta(t: Any) -> dict[str, Any]:
+    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+            "storage_ptr": int(t.untyped_storage().data_ptr()), "contiguous": bool(t.is_contiguous())}
+
+
+def _as_tensors(out: Any) -> list[Any]:
+    """The output as a flat list of tensors (a number or None becomes a 0-d tensor, as before)."""
+    if isinstance(out, torch.Tensor):
+        return [out.detach()]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _as_tensors(o)]
+    if out is None or isinstance(out, (int, float, bool)):
+        return [torch.tensor(float("nan") if out is None else out, device=DEVICE)]
+    raise TypeError(f"the model returned a {type(out).__name__}, not a tensor or tuple of tensors")
+
+
+def _forward(inputs: list[Any]) -> Any:
+    with torch.no_grad():
+        return S.model(*inputs)
+
+
+def _free_device(nbytes: int) -> None:
+    """Give cached device memory back after a heavy step, so the other arms' processes can use it
+    (every arm shares one GPU; each process's caching allocator would otherwise keep its peak).
+    Only when this process holds more than a quarter of the device: three arms' caches then fit
+    beside each other, and a needless release costs a device synchronisation and a re-allocation
+    of gigabytes in the next block."""
+    if BACKEND == "cuda" and nbytes >= S.large_bytes and torch.cuda.memory_reserved() > S.device_total // 4:
+        torch.cuda.empty_cache()
+
+
+def _nbytes(items: list[Any]) -> int:
+    return int(sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor)))
+
+
+def _device_memory() -> dict[str, int]:
+    if BACKEND != "cuda":
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"device_free_bytes": int(free), "device_total_bytes": int(total)}
+
+
+def _restore_watched() -> list[str]:
+    """Reference role: put back watched torch functions that torch itself wrapped while harness code
+    ran (importing ``torch._dynamo``, which lazily loaded meta kernels or decompositions can do,
+    wraps ``torch.manual_seed``). No candidate code ever runs here, so any change is torch's own; the
+    names restored are reported, and the integrity check still sees anything changed later."""
+    if ROLE != "reference":
+        return []
+    restored = []
+    for name, fn in _ORIGINAL.items():
+        if fn is not None and _lookup(name) is not fn:
+            owner: Any = torch
+            parts = name.split(".")[1:]
+            for part in parts[:-1]:
+                owner = getattr(owner, part)
+            setattr(owner, parts[-1], fn)
+            restored.append(name)
+    return restored
+
+
+def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
+    if ROLE == "reference" and cmd.get("candidate_path"):
+        raise PermissionError("the reference process never imports candidate code")
+    task = _import_file(cmd["task_path"], cmd["task_module"])
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(task, name):
+            raise AttributeError(f"task file {cmd['task_path']} defines no {name}")
+    cls = task.Model
+    if cmd.get("candidate_path"):
+        _CANDIDATE_FILES.add(os.path.abspath(cmd["candidate_path"]))
+        try:
+            cand = _import_file(cmd["candidate_path"], cmd["candidate_module"])
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure while importing the candidate
+            raise ImportError(f"importing the candidate failed: {_brief(exc)}") from exc
+        if not hasattr(cand, "ModelNew"):
+            raise AttributeError("the candidate defines no class ModelNew")
+        cls = cand.ModelNew
+    if cmd.get("tolerances"):
+        S.tolerances = {str(k): {kk: float(vv) for kk, vv in v.items()} for k, v in cmd["tolerances"].items()}
+    S.large_bytes = int(CONFIG.get("cuda", {}).get("free_cache_above_bytes", 1 << 28))
+    S.graph_sets_max_bytes = int(CONFIG.get("cuda", {}).get("graph_static_sets_max_bytes", 1 << 30))
+    torch.manual_seed(int(cmd["init_seed"]))
+    init = list(task.get_init_inputs())
+    reply: dict[str, Any] = {}
+    torch.manual_seed(int(cmd["init_seed"]))
+    model = cls(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(DEVICE)
+        if ROLE == "reference":
+            reply["estimate_param_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
+    S.task, S.model, S.timing_seed, S.sets, S.graphs = task, model, None, None, None
+    try:
+        inputs = make_inputs(torch, task.get_inputs, int(cmd["init_seed"]), TASK_DISTRIBUTION,
+                             float(CONFIG["large"]), DEVICE)
+        in_bytes = _nbytes(inputs)
+        floating = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        reply.update({"input_bytes": in_bytes,
+                      "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
+        out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
+        _sync()
+    except Exception as exc:  # noqa: BLE001 - an allocation the device cannot hold is a verdict, not a crash
+        if ROLE != "reference" or BACKEND != "cuda" or _kind_of(exc) != "memory":
+            raise
+        free, total = torch.cuda.mem_get_info()
+        return {**reply, "ok": False, "failure_kind": "memory",
+                "error": (f"unfit: the reference's own inputs and output do not fit on the device "
+                          f"({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {str(exc)[:300]}")}
+    out_bytes = _nbytes(_tensors(out))
+    if ROLE == "reference":
+        reply["output_bytes"] = out_bytes
+    del inputs, out
+    _free_device(in_bytes + out_bytes)
+    if BACKEND == "cuda":
+        reply["peak_device_bytes"] = int(torch.cuda.max_memory_allocated())
+        reply.update(_device_memory())
+    reply["restored_by_harness"] = _restore_watched()
+    return reply
+
+
+def _run_call(inputs: list[Any], record_ops: bool,
+              rebuild: Any = None) -> tuple[dict[str, Any], Any]:
+    """One untimed call with the facts every gate reads; (facts, output or None on failure).
+
+    Input mutation: on a CPU, SHA-256 of every input before and after; on a device, the inputs after
+    the call against a fresh rebuild from their seed (``rebuild``; None skips the check, as the
+    reference does on a device: no gate reads the reference's inputs)."""
+    tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
+    on_device = BACKEND == "cuda"
+    before = fingerprints(torch, inputs) if not on_device else []
+    facts: dict[str, Any] = {"threads_before": _os_threads()}
+    recorder = _OpRecorder() if record_ops else None
+    t0 = _now()
+    try:
+        if recorder is not None:
+            with torch.no_grad(), recorder:
+                out = S.model(*inputs)
+        else:
+            out = _forward(inputs)
+        _sync()
+    except MemoryError as exc:
+        return {**facts, "ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}, None
+    except Exception as exc:  # noqa: BLE001 - candidate exceptions are facts, not harness errors
+        return {**facts, "ok": False, "error": _brief(exc), "failure_kind": _kind_of(exc)}, None
+    facts["wall_ns"] = int(_now() - t0)
+    outs = _tensors(out)
+    in_ptrs = [int(t.untyped_storage().data_ptr()) for t in tensors_in]
+    facts["outputs"] = [_meta(t) for t in outs]
+    facts["aliases_input"] = sorted({i for i, p in enumerate(in_ptrs) for o in outs
+                                     if int(o.untyped_storage().data_ptr()) == p})
+    facts["equals_input"] = sorted({i for i, t in enumerate(tensors_in) for o in outs
+                                    if o.shape == t.shape and o.dtype == t.dtype and o.device == t.device
+                                    and torch.equal(o, t)})
+    if not on_device:
+        facts["input_hashes_before"], facts["input_hashes_after"] = before, fingerprints(torch, inputs)
+    elif rebuild is not None:
+        facts["input_hashes_before"], facts["input_hashes_after"] = unchanged_marks(torch, inputs, rebuild)
+    facts["threads_after"] = _os_threads()
+    facts["ops_called"] = sorted(recorder.names) if recorder is not None else []
+    facts["tf32_enabled_after"] = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+    facts["ok"] = True
+    return facts, out
+
+
+def _share_out(tag: str, out: Any, path: str) -> dict[str, Any]:
+    """Keep ``out`` for the reference child to read (one way) and return its descriptor."""
+    tensors = _as_tensors(out)
+    old = S.shared.pop(tag, None)
+    if old:
+        _share.release(torch, old)
+    desc, keep = _share.export_output(torch, tensors, path, _FD_CHANNEL, tag)
+    S.shared[tag] = keep
+    return desc
+
+
+def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
+    """An untimed call on (seed, distribution). The candidate and start roles share the output with
+    the reference child (``share``: a tag); the reference role never writes or shares an output."""
+    seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+    large = float(CONFIG["large"])
+    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+    in_bytes = _nbytes(inputs)
+    facts, out = _run_call(inputs, bool(cmd.get("record_ops")),
+                           lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE))
+    facts.update({"seed": seed, "distribution": dist})
+    del inputs
+    if out is not None and ROLE != "reference":
+        path = str(cmd.get("save_path") or os.path.join(os.getcwd(), f"out-{seed}.pt"))
+        facts["share"] = _share_out(str(cmd.get("share", "call")), out, path)
+        facts["output_path"] = path if "path" in facts["share"] else ""
+    del out
+    _free_device(in_bytes)
+    return facts
+
+
+def _uninformative(ref_out: list[Any]) -> bool:
+    return any(t.is_floating_point() and bool(torch.isnan(t).any()) for t in ref_out)
+
+
+def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Reference role only: compute the reference's output for the candidate's input (a seed and
+    distribution, or a timed set's spec), read the candidate's shared output and compare them here,
+    on the device. Replies with the reference call's facts and the comparison's summary only."""
+    if ROLE != "reference":
+        raise PermissionError("only the reference process compares outputs")
+    from harness.measure.correctness import compare_tensors
+
+    large = float(CONFIG["large"])
+    if cmd.get("spec") is not None:
+        inputs = inputs_from_spec(torch, S.task.get_inputs, dict(cmd["spec"]), large, DEVICE)
+        seed, dist = int(cmd.get("seed", 0)), TASK_DISTRIBUTION
+    else:
+        seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+        inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+    in_bytes = _nbytes(inputs)
+    facts, out = _run_call(inputs, False)
+    facts.update({"seed": seed, "distribution": dist})
+    del inputs
+    if out is None:
+        raise RuntimeError(f"the reference failed on seed {seed} ({dist}): {facts.get('error', '')}")
+    ref = _as_tensors(out)
+    del out
+    cmp: dict[str, Any]
+    if _uninformative(ref):
+        cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
+        _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
+    else:
+        try:
+            cand = _share.open_output(torch, dict(cmd["candidate"]), _FD_CHANNEL)
+        except Exception as exc:  # noqa: BLE001 - an unreadable output is a failed comparison
+            cand = None
+            _share.close_opened()
+            cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
+                                              f"{str(exc)[:300]}",
+                   "transport_error": "cuda" in cmd["candidate"] or "vmm" in cmd["candidate"]}
+        if cand is not None:
+            check = compare_tensors(tuple(ref), cand, S.tolerances)
+            cmp = {"passed": check.passed, "reason": check.reason, "max_abs_err": check.max_abs_err,
+                   "rel_l2": check.rel_l2}
+            del cand
+            _share.close_opened()
+    out_bytes = _nbytes(ref)
+    del ref
+    if BACKEND == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.ipc_collect()
+    _free_device(in_bytes + out_bytes)
+    return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched()}
+
+
+def _cmd_reshare(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Share a held output again as a file: the fallback when the reference child cannot map a CUDA
+    IPC handle (e.g. separate PID namespaces under a confinement that forbids it)."""
+    kept = S.shared.get(str(cmd["tag"]))
+    if kept is None:
+        raise KeyError(f"no shared output is held under {cmd['tag']!r}")
+    tensors = _share.kept_tensors(torch, kept)
+    path = str(cmd["path"])
+    torch.save(tuple(t.detach().to("cpu", copy=True) for t in tensors), path)
+    return {"share": {"path": path, "n": len(tensors), "fallback": "file"}}
+
+
+def _cmd_release(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Drop outputs held for the reference (all of them, or the tags named)."""
+    tags = cmd.get("tags")
+    held = 0
+    for tag in list(S.shared) if tags is None else [str(t) for t in tags]:
+        kept = S.shared.pop(tag, [])
+        held += _nbytes(kept)
+        _share.release(torch, kept)
+    if BACKEND == "cuda":
+        torch.cuda.ipc_collect()
+    _free_device(held)
+    return {"released": held}
+
+
+# ------------------------------------------------------------------------------------ timing
+def _track_out(sets: list[list[Any]], q: int) -> None:
+    """CUDA events path, after repetition ``q``'s call (outside the timed region): was its fresh set
+    written? The set against a rebuild from its spec, bitwise on the device (see ``unchanged_marks``)."""
+    assert S.sets is not None
+    spec = S.sets.spec(q, 0)
+    _, after = unchanged_marks(torch, sets[0], lambda: inputs_from_spec(
+        torch, S.task.get_inputs, spec, float(CONFIG["large"]), DEVICE))
+    S.fp_acc.append((q, any(a.endswith("-changed") for a in after)))
+
+
+def _note_sets(sets: list[list[Any]]) -> None:
+    """Record which sets timed calls received, from the objects actually handed to the model: a
+    window is named by its pool and the addresses of its views (distinct windows of one pool never
+    share them), so sets that repeat, however they were made, count once."""
+    pool = S.sets._pool_id if S.sets is not None else -1
+    S.timed_keys.update((pool,) + tuple(t.data_ptr() for t in st if isinstance(t, torch.Tensor)) for st in sets)
+
+
+def _next_sets() -> list[list[Any]]:
+    assert S.sets is not None
+    S.cur = []
+    S.last_q, got = S.sets.take()
+    return got
+
+
+def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
+    sets (see :class:`harness.measure.runner._inputs.TimedSets`)."""
+    seed = int(cmd["seed"])
+    S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls, S.fp_keys = seed, None, [], [], 0, []
+    S.timed_keys = set()
+    large = float(CONFIG["large"])
+    if BACKEND == "cuda":
+        c = CONFIG["cuda"]
+        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
+        cal = _next_sets()[0]
+        S.set_bytes = _nbytes(cal)
+        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _forward(cal), c["warmup_ms"], c["rep_ms"],
+                                             c["min_reps"], c["max_reps"])
+        del cal
+        S.method = "cuda-events+l2flush"
+        return {"reps": reps, "est_ns": est_ns, "method": S.method, "input_hashes_before": ["device-checksum"]}
+    p = CONFIG["cpu"]
+    cal = make_inputs(torch, S.task.get_inputs, seed, TASK_DISTRIBUTION, large, DEVICE)
+    S.set_bytes = _nbytes(cal)
+    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _forward(cal), int(p["warmup_reps"]), int(p["min_timed_ns"]))
+    del cal
+    S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner)
+    S.sets.spec(0, 0)  # draws the pool now, outside any timed block
+    S.method = "cpu-perf_counter"
+    return {"reps": int(p["timed_reps"]), "inner": S.inner, "est_ns": est_ns, "method": S.method,
+            "input_hashes_before": fingerprints(torch, S.sets.pool_tensors())}
+
+
+def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Time this seed by CUDA-graph replay (``graph``: true) or by events (false).
+
+    The parent decides for every arm of a verdict together, so candidate and baseline are always timed
+    by the same method: a ratio of a graph-replayed time to an event-timed one would mix device time
+    with launch overhead. A graph holds ``graph_replays`` calls, each on its own static set, refilled
+    before every replay; it is refused (events instead) when those sets would not fit the budget.
+    """
+    S.graphs, S.static = None, []
+    S.method = "cuda-events+l2flush"
+    seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
+    if BACKEND == "cuda" and bool(cmd.get("graph")):
+        replays = int(CONFIG["cuda"]["graph_replays"])
+        assert S.sets is not None
+        one = _next_sets()[0]
+        if _nbytes(one) * replays <= S.graph_sets_max_bytes:
+            S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "graph", replays)
+            S.static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in one] for _ in range(replays)]
+            S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _forward(S.static[b]), replays, replays)
+            if S.graphs is not None:
+                S.method = "cuda-graph"
+            else:
+                S.static = []
+        del one
+    if BACKEND == "cuda" and S.graphs is None and (S.sets is None or S.sets.mode != "fresh"):
+        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
+        S.sets.q = 1 << 20   # past every set already handed out (the calibration's included)
+    S.fp_acc, S.timed_keys, S.timed_calls, S.fp_keys = [], set(), 0, []
+    return {"captured": S.graphs is not None, "method": S.method}
+
+
+def _refill_static(rep: int) -> None:
+    sets = _next_sets()
+    with torch.no_grad():
+        for dst, src in zip(S.static, sets):
+            for d, x in zip(dst, src):
+                if isinstance(d, torch.Tensor):
+                    d.copy_(x)
+    S.timed_calls += len(sets)
+    _note_sets(sets)
+    S.cur = sets   # views into the pool: what the static sets must still equal after the replay
+
+
+def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
+    t_cmd = _now()   # the whole handling, by the bound clock: the parent's own clock is compared with it
+    reps, offset = int(cmd["reps"]), int(cmd["rep_offset"])
+    capture_global = {int(r) for r in cmd.get("capture", [])}
+    capture = {r - offset for r in capture_global if offset <= r < offset + reps}
+    assert S.sets is not None
+    rep_q: dict[int, int] = {}
+    cpu0, thr0 = _clock.process_time_ns(), _clock.thread_time_ns()
+
+    chk = {"calls": 0, "done": False}
+
+    def checked_after() -> None:
+        """CUDA events path: after each call, decide at random whether to check that call's set for
+        writes, so that exactly one call of every block is checked, at a uniformly random position
+        (probability 1/calls left). The decision is drawn after the call returned, so the call cannot
+        know it. Every arm checks alike: the timer-tampering gate compares the candidate's
+        harness-side time per block with the baseline's, so the work must be the same in both."""
+        if not S.cur:
+            return
+        left = max(1, reps - chk["calls"])
+        chk["calls"] += 1
+        if not chk["done"] and secrets.randbelow(left) == 0:
+            chk["done"] = True
+            _track_out(S.cur, S.last_q)
+
+    def before(rep: int) -> None:
+        if BACKEND == "cuda" and S.cur:
+            checked_after()                # the previous set, after its call: did the model write it?
+            S.cur = []                     # freed before the next set is drawn (two sets at most)
+        S.cur = _next_sets()
+        rep_q[rep] = S.last_q
+        S.timed_calls += len(S.cur)
+        if BACKEND == "cuda":
+            S.fp_keys.append(sample_key(torch, S.cur[0]))   # queued, read once at the seed's end
+        else:
+            _note_sets(S.cur)
+
+    if S.graphs is not None:
+        def refill(rep: int) -> None:
+            _refill_static(rep)
+            rep_q[rep] = S.last_q
+
+        bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
+    elif BACKEND == "cuda":
+        bt = _CUDA_TIMER.time_block(lambda r: _forward(S.cur[0]), reps, capture, before,
+                                    lambda r: checked_after())
+    else:
+        for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
+            _forward(_next_sets()[0])   # a set of its own: a warm-up never previews a timed input
+        bt = _cpu.time_block_sets(lambda r, i: _forward(S.cur[i]), reps, S.inner, capture, before)
+    if S.graphs is None:
+        S.cur = []
+    timed_outputs = []
+    for r, out in sorted(bt.captured.items()):
+        g = offset + r
+        spec = S.sets.spec(rep_q[r], S.sets.k - 1)   # the captured output is the repetition's last call
+        tag = f"timed-{S.timing_seed}-{g}"
+        share = _share_out(tag, out, os.path.join(cmd.get("save_dir") or os.getcwd(), f"{ROLE}-{tag}.pt"))
+        timed_outputs.append({"rep": g, "input_seed": _spec_seed(spec), "spec": spec, "share": share,
+                              "output_path": str(share.get("path", "")), "tag": tag})
+    bt.captured.clear()
+    other_cpu = (_clock.process_time_ns() - cpu0) - (_clock.thread_time_ns() - thr0)
+    if BACKEND == "cuda" and S.graphs is None:
+        _free_device(2 * S.set_bytes)  # heavy arms take turns: this arm's cache goes back between blocks
+    return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
+            "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs,
+            "handler_ns": float(_now() - t_cmd)}
+
+
+def _spec_seed(spec: dict[str, Any]) -> int:
+    """One integer naming a timed set (the stale gate checks they differ)."""
+    if spec["kind"] == "fresh":
+        return int(spec["seed"])
+    import hashlib
+
+    h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).digest()
+    return int.from_bytes(h[:8], "big") & ((1 << 62) - 1)
+
+
+def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Call the model twice on one input object, then rewrite that object's contents in place (same
+    address, autograd version unchanged) and call it again; the reference checks this last output.
+
+    Why: a model that memoises its answer by input address or version returns its stored answer for
+    contents that have changed, and the comparison fails.
+    """
+    large = float(CONFIG["large"])
+    inputs = make_inputs(torch, S.task.get_inputs, int(cmd["seed_a"]), TASK_DISTRIBUTION, large, DEVICE)
+    _forward(inputs)
+    _forward(inputs)
+    fresh = make_inputs(torch, S.task.get_inputs, int(cmd["seed_b"]), TASK_DISTRIBUTION, large, DEVICE)
+    with torch.no_grad():
+        for dst, src in zip(inputs, fresh):
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
+                dst.data.copy_(src)
+    del fresh
+    out = _forward(inputs)
+    _sync()
+    in_bytes = _nbytes(inputs)
+    del inputs
+    path = str(cmd.get("save_path") or os.path.join(os.getcwd(), "reuse.pt"))
+    share = _share_out("reuse", out, path)
+    del out
+    _free_device(in_bytes)
+    return {"output_path": path if "path" in share else "", "share": share}
+
+
+def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
+    """End a paired seed: the inputs' fingerprints before and after the timed calls, how many
+    distinct input sets the timed loop used, and every buffer freed."""
+    sets = S.sets
+    if sets is not None and sets.mode == "window":        # CPU: the pools the windows were cut from
+        sets.retire()
+        before, after = sets.fp_before, sets.fp_after
+    elif sets is not None and sets.mode == "graph":       # the static sets against their last refill
+        before = fingerprints(torch, [t for s in S.cur for t in s])
+        after = fingerprints(torch, [t for s in S.static for t in s])
+    else:                                                 # CUDA events: each call's fresh set
+        # one entry per timed call, in order: (repetition index, written?); a fresh set per
+        # repetition index, so distinct indices are distinct input values
+        changed = [c for _, c in S.fp_acc]
+        if S.fp_keys:
+            S.timed_keys = {tuple(row) for row in torch.stack(S.fp_keys).cpu().tolist()}   # distinct values
+        before = [f"set{i}" for i in range(len(changed))]
+        after = [f"set{i}" + ("-changed" if c else "") for i, c in enumerate(changed)]
+    reply = {"input_hashes_before": before, "input_hashes_after": after, "threads_after": _os_threads(),
+             "distinct_input_sets": len(S.timed_keys),
+             "timed_calls": int(S.timed_calls), "input_refill": sets.mode if sets is not None else ""}
+    held = _nbytes([t for s in S.static for t in s])
+    S.sets, S.graphs, S.static, S.cur, S.fp_acc, S.timed_keys = None, None, [], [], [], set()
+    S.fp_keys = []
+    _free_device(held + 2 * S.set_bytes)
+    return reply
+
+
+def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
+    import harness.measure.runner._inputs as inputs_mod
+
+    checks = {name: _lookup(name) is fn for name, fn in _ORIGINAL.items()}
+    checks["harness.measure.runner._inputs.make_inputs"] = inputs_mod.make_inputs is make_inputs
+    checks["harness.measure.runner._inputs.fingerprints"] = inputs_mod.fingerprints is fingerprints
+    checks.update(time_functions_intact())
+    now = _harness_globals()
+    checks.update({name: now.get(name) is orig for name, orig in _HARNESS_GLOBALS.items()})
+    if _CUDA_TIMER is not None:
+        checks.update(_CUDA_TIMER.intact())
+    checks["torch_threads_pinned"] = torch.get_num_threads() == int(CONFIG["threads"])
+    return {"checks": checks, "audit_events": sorted(_AUDIT_EVENTS), "candidate_modules": sorted(m for m in sys.modules if m.startswith(_CANDIDATE_PREFIX)),
+            "pid": os.getpid()}
+
+
+def _cmd_fingerprint(cmd: dict[str, Any]) -> dict[str, Any]:
+    from harness.measure.device import local_fingerprint_facts
+
+    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=bool(cmd.get("smi", True)))
+
+
+def _cmd_ceilings(cmd: dict[str, Any]) -> dict[str, Any]:
+    from harness.measure.device import measure_ceilings_here
+
+    return measure_ceilings_here(torch, BACKEND, CONFIG["ceilings"])
+
+
+def _kind_of(exc: BaseException) -> str:
+    """'memory' for allocation failures (torch raises RuntimeError/OutOfMemoryError, not MemoryError)."""
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text \
+            or "failed to allocate" in text:
+        return "memory"
+    return "exception"
+
+
+def _brief(exc: BaseException) -> str:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(tb[-3:])
+    return text[-2000:]
+
+
+_HANDLERS: dict[str, Handler] = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
+             "finish_seed": _cmd_finish_seed, "capture": _cmd_capture, "check": _cmd_check,
+             "release": _cmd_release, "reshare": _cmd_reshare,
+             "reuse_probe": _cmd_reuse_probe, "integrity": _cmd_integrity, "fingerprint": _cmd_fingerprint,
+             "ceilings": _cmd_ceilings}
+
+
+def _reply(obj: dict[str, Any]) -> None:
+    data = (json.dumps(obj, allow_nan=True) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        n = os.write(REPLY_FD, view)
+        view = view[n:]
+
+
+def _describe(exc: BaseException) -> tuple[str, str]:
+    """(error text, failure kind) for a handler's exception."""
+    if isinstance(exc, ImportError):
+        return _brief(exc), "import_error"
+    return _brief(exc), _kind_of(exc)
+
+
+def main() -> None:
+    _reply({"ok": True, "op": "ready", "pid": os.getpid(), "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(), "device": DEVICE,
+            "startup_s": {"import_torch": round(_T_TORCH - _T_BEGIN, 3), "device_init": round(_T_DEVICE - _T_TORCH, 3),
+                          "to_ready": round(time.monotonic() - _T_BEGIN, 3)}})
+    serve(_HANDLERS, _reply, _describe)
+
+
+if __name__ == "__main__":
+    main()

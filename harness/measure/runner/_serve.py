@@ -1,0 +1,51 @@
+"""The command loop every measuring child runs: one JSON command a line on stdin, one reply each.
+
+Shared by the torch child (``harness.measure.runner._child``) and the MLX child
+(``harness.measure.backends.mlx_runner``) so both speak exactly one protocol: ``exit`` ends the loop, an
+unknown command is a ``protocol`` failure, and a handler that raises becomes a reply with
+``ok: false`` and a ``failure_kind`` the parent maps to a rejection, never a crash of the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
+          describe: Callable[[BaseException], tuple[str, str]], *, time_handlers: bool = False) -> None:
+    """Answer commands until ``exit`` or end of input.
+
+    ``describe(exc)`` gives (error text, failure kind) for a handler's exception; MemoryError is always
+    kind ``memory``. With ``time_handlers`` each reply carries ``handler_s``, the handler's wall time.
+    """
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        cmd = json.loads(line)
+        op = cmd.get("op")
+        if op == "exit":
+            reply({"ok": True, "op": "exit"})
+            return
+        handler = handlers.get(str(op))
+        if handler is None:
+            reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
+            continue
+        t0 = time.monotonic()
+        try:
+            result = handler(cmd)
+        except MemoryError as exc:
+            result = {"ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            text, kind = describe(exc)
+            result = {"ok": False, "error": text, "failure_kind": kind}
+        result.setdefault("ok", True)
+        result["op"] = op
+        if time_handlers:
+            result["handler_s"] = time.monotonic() - t0
+        reply(result)

@@ -1,0 +1,391 @@
+"""Parent side of a measuring child: spawn, send a command, wait for its reply with a deadline.
+
+A child that crashes, hangs past its deadline, exits, or breaks the reply protocol raises
+:class:`WorkerDied` carrying a :class:`harness.measure.evidence.WorkerFailure`; the evaluation turns it into
+a rejected verdict. Nothing a child does can raise anything else out of :meth:`Worker.request`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.measure.evidence import WorkerFailure
+from harness.measure.runner import _confine
+from harness.measure.runner._reaper import OWNER_ENV, claim, owner_token, reap_once
+
+Role = Literal["candidate", "reference", "start"]
+FailureKind = Literal["import_error", "exception", "crash", "timeout", "exit", "memory", "protocol"]
+
+
+OUTPUT_TAIL_BYTES = 64 << 10
+# variables a measuring child never needs and a candidate must never read (API keys of the agent side)
+_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^AWS_|^GH_|^GITHUB_|^PG",
+                         re.IGNORECASE)
+
+
+class OutputTail:
+    """The last ``cap`` bytes a child wrote to stdout/stderr, drained from a pipe by a daemon thread.
+
+    Why: a candidate printing 500 MB once filled the host's /tmp through the child's log file
+    (issue 14); a pipe read into a bounded buffer keeps what a failure report needs and nothing more.
+    ``total`` counts every byte seen, so a report can say how much was dropped.
+    """
+
+    def __init__(self, fd: int, cap: int = OUTPUT_TAIL_BYTES) -> None:
+        self.cap = cap
+        self.total = 0
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self._fd = fd
+        self._thread = threading.Thread(target=self._drain, name=f"atb-child-output-{fd}", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                try:
+                    chunk = os.read(self._fd, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                with self._lock:
+                    self.total += len(chunk)
+                    self._buf += chunk
+                    if len(self._buf) > self.cap:
+                        del self._buf[:len(self._buf) - self.cap]
+        finally:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+    def tail(self, n: int) -> bytes:
+        with self._lock:
+            return bytes(self._buf[-n:])
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+
+def child_environment(threads: int, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The harness's environment without ``ATB_*`` settings, secrets, or the names in ``drop``,
+    with thread counts pinned and unbuffered output."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ATB_") and not _SECRET_ENV.search(k) and k not in drop}
+    env["PYTHONUNBUFFERED"] = "1"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
+
+
+class WorkerDied(Exception):
+    """A child process failed; ``failure`` says how. Internal to the runner and the evaluation."""
+
+    def __init__(self, failure: WorkerFailure) -> None:
+        super().__init__(f"{failure.role} worker: {failure.kind}: {failure.detail}")
+        self.failure = failure
+
+
+class Worker:
+    """One persistent measuring child process, driven by JSON commands over pipes.
+
+    ``config`` is handed to the child on its command line (backend, threads, tf32, memory limit,
+    timing parameters); ``timeout_s`` bounds each command. Start-up (``import torch``) is covered
+    by ``startup_timeout_s``.
+    """
+
+    def __init__(self, role: Role, config: dict[str, Any], workdir: Path, timeout_s: float,
+                 startup_timeout_s: float | None = None) -> None:
+        self.role: Role = role
+        self.config = config
+        self.workdir = Path(workdir)
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s or max(timeout_s, 60.0)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.scratch: Path | None = None
+        #: how the child is confined, for the verdict: "bwrap:userns+pidns+..." or "unconfined:<why>"
+        self.confinement: str = ""
+        self.output: OutputTail | None = None
+        self._confined = False
+        self._inbox: Path | None = None
+        self._staged = 0
+        self._reply_r: int | None = None
+        self._buf = b""
+        self._ready: dict[str, Any] | None = None
+        #: monotonic clock at spawn and at the ready reply (where a session's open time goes)
+        self.spawned_at: float | None = None
+        self.ready_at: float | None = None
+        self.failed: WorkerFailure | None = None
+        self._fdsock: socket.socket | None = None     # the harness's end of the child's fd channel
+        self._fd_pending: dict[str, int] = {}         # fds the child sent that no check asked for yet
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> "Worker":
+        """Spawn the child without waiting for it to finish importing torch."""
+        env = child_environment(int(self.config["threads"]))
+        # glibc's mmap threshold adapts to each process's allocation history, so two workers running
+        # the same code can differ in page faults per call; a fixed threshold (and no trimming) makes
+        # every worker allocate alike.
+        mmap_threshold = int(self.config.get("cpu", {}).get("malloc_mmap_threshold_bytes", 0))
+        if mmap_threshold > 0:
+            env["MALLOC_MMAP_THRESHOLD_"] = str(mmap_threshold)
+            env["MALLOC_TRIM_THRESHOLD_"] = str(4 * mmap_threshold)
+        return self._spawn("harness.measure.runner._child", env)
+
+    def _spawn(self, module: str, env: dict[str, str]) -> "Worker":
+        """Start ``python -m MODULE ROLE REPLY_FD CONFIG`` confined (see :mod:`harness.measure.runner._confine`).
+
+        The child gets a private scratch directory (its cwd and HOME), its stdout and stderr go to a
+        bounded in-memory tail, it dies with this process (``PR_SET_PDEATHSIG``), and every
+        descendant dies with it (bwrap's PID namespace and ``--die-with-parent``). The first spawn
+        of a harness process removes what dead harness processes left behind.
+        """
+        reap_once()
+        claim(self.workdir)
+        self.scratch = _confine.new_scratch(self.role)
+        self._inbox = self.scratch / "inbox"
+        self._inbox.mkdir()
+        plan = _confine.plan(str(self.config.get("backend", "cpu")), self.workdir, self.scratch, inbox=self._inbox)
+        self.confinement = plan.descriptor
+        self._confined = plan.confined
+        env = dict(env)
+        env[OWNER_ENV] = owner_token()
+        env["HOME"] = str(self.scratch)
+        if plan.confined:
+            env["TMPDIR"] = "/tmp"
+        r, w = os.pipe()
+        out_r, out_w = os.pipe()
+        self._reply_r = r
+        # the fd channel: device-memory fds of shared outputs (harness.measure.runner._share) cross here
+        self._fdsock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {**self.config, "fd_channel": child_sock.fileno()}
+        self.spawned_at = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(
+                plan.prefix + [sys.executable, "-m", module, self.role, str(w), json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
+                pass_fds=(w, child_sock.fileno(), *plan.pass_fds), env=env,
+                cwd=str(self.scratch), start_new_session=True,
+                preexec_fn=functools.partial(_confine.die_with_parent, os.getpid()),
+            )
+        except BaseException:
+            os.close(out_r)
+            raise
+        finally:
+            os.close(w)
+            os.close(out_w)
+            child_sock.close()
+            plan.close()
+        self.output = OutputTail(out_r)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.failed is None
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Block until the child has imported torch and bound its timers.
+
+        Raises:
+            WorkerDied: the child failed to start (crash, exit, timeout).
+        """
+        if self._ready is None:
+            self._ready = self._read_reply(self.startup_timeout_s, "start-up")
+            self.ready_at = time.monotonic()
+        return self._ready
+
+    def startup_stages(self) -> dict[str, float]:
+        """Seconds from spawn to the ready reply, and the child's own split of its start-up (import
+        torch, device init); empty before the child is ready."""
+        if self._ready is None or self.spawned_at is None or self.ready_at is None:
+            return {}
+        stages = {"spawn_to_ready": round(self.ready_at - self.spawned_at, 3)}
+        stages.update({k: float(v) for k, v in (self._ready.get("startup_s") or {}).items()})
+        return stages
+
+    def request(self, cmd: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """Send one command and return its reply (which may say ``ok: false`` for a caught error).
+
+        Raises:
+            WorkerDied: the child crashed, exited, hung past the deadline, or replied garbage.
+        """
+        if self.failed is not None:
+            raise WorkerDied(self.failed)
+        self.wait_ready()
+        assert self.proc is not None and self.proc.stdin is not None
+        cmd = self._stage(cmd)
+        try:
+            self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died("exit", f"the process ended before command {cmd.get('op')!r}") from None
+        return self._read_reply(self.timeout_s if timeout_s is None else timeout_s, str(cmd.get("op")))
+
+    # ------------------------------------------------------------------ fd channel
+    def receive_fd(self, tag: str, timeout_s: float | None = None) -> int | None:
+        """The fd this child sent under ``tag`` (the caller closes it), or None if none came in time
+        (a candidate that never sends one only makes its own comparison fall back to a file)."""
+        from harness.measure.runner._share import recv_tagged_fd
+
+        if self._fdsock is None:
+            return None
+        try:
+            return recv_tagged_fd(self._fdsock, tag, self.timeout_s if timeout_s is None else timeout_s,
+                                  self._fd_pending)
+        except (TimeoutError, OSError):
+            return None
+
+    def send_fd(self, fd: int, tag: str) -> None:
+        """Hand ``fd`` to this child under ``tag`` (the harness relays a candidate's output fd to the
+        reference child this way; nothing ever flows the other way)."""
+        if self._fdsock is None:
+            raise WorkerDied(WorkerFailure(role=self.role, kind="protocol", detail="the child has no fd channel"))
+        socket.send_fds(self._fdsock, [tag.encode()], [fd])
+
+    def drop_fds(self) -> None:
+        """Close every fd the child sent that was not relayed (after its outputs are released)."""
+        while self._fd_pending:
+            try:
+                os.close(self._fd_pending.pop(next(iter(self._fd_pending))))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop the child and release the pipes. Every role is killed outright, with its process
+        group, so nothing it started survives: a child holds nothing that needs flushing, and the
+        kernel frees its device memory faster than an orderly exit of its CUDA context would."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._kill()
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        if self._reply_r is not None:
+            os.close(self._reply_r)
+            self._reply_r = None
+        self.drop_fds()
+        if self._fdsock is not None:
+            self._fdsock.close()
+            self._fdsock = None
+        if self.output is not None:
+            self.output.join(2.0)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """A confined child sees only the session's work directory and the project's packages: a
+        task file elsewhere (a KernelBench checkout, a user's folder) is copied into this child's
+        read-only inbox and the command names the copy."""
+        path = cmd.get("task_path")
+        if not self._confined or not path or self._inbox is None:
+            return cmd
+        src = Path(path).resolve()
+        visible = [self.workdir.resolve(), *(Path(p) for p in _confine._project_roots())]
+        if any(src.is_relative_to(v) for v in visible):
+            return cmd
+        self._staged += 1
+        dst = self._inbox / f"{self._staged}-{src.name}"
+        shutil.copyfile(src, dst)
+        return {**cmd, "task_path": str(dst)}
+
+    def _kill(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def log_tail(self, n: int = 1500) -> str:
+        """The last ``n`` bytes the child printed (stdout and stderr), as text."""
+        if self.output is None:
+            return ""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.output.join(1.0)  # a dead child's last words may still be in the pipe
+        return self.output.tail(n).decode("utf-8", "replace").strip()
+
+    def _died(self, kind: FailureKind, detail: str) -> WorkerDied:
+        self._kill()
+        tail = self.log_tail()
+        if self.proc is not None and self.proc.returncode is not None and kind in ("exit", "crash", "protocol"):
+            rc = self.proc.returncode
+            if self._confined and 128 < rc < 128 + 65:
+                rc = -(rc - 128)  # bwrap reports a child killed by signal N as exit status 128+N
+            if rc < 0:
+                kind = "crash"
+                try:
+                    detail += f" (killed by {signal.Signals(-rc).name})"
+                except ValueError:
+                    detail += f" (signal {-rc})"
+            else:
+                kind = "exit" if kind != "protocol" else kind
+                detail += f" (exit status {rc})"
+            if "MemoryError" in tail or "std::bad_alloc" in tail or "out of memory" in tail.lower():
+                kind = "memory"
+        if tail:
+            detail += f"; last output: {tail[-600:]}"
+        self.failed = WorkerFailure(role=self.role, kind=kind, detail=detail[:3000])
+        return WorkerDied(self.failed)
+
+    def _read_reply(self, timeout_s: float, what: str) -> dict[str, Any]:
+        assert self._reply_r is not None
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._died("timeout", f"no reply to {what!r} within {timeout_s:g} s")
+            ready, _, _ = select.select([self._reply_r], [], [], min(left, 0.5))
+            if not ready:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise self._died("exit", f"the process ended during {what!r}")
+                continue
+            chunk = os.read(self._reply_r, 1 << 20)
+            if not chunk:
+                if self.proc is not None:
+                    try:
+                        self.proc.wait(timeout=5.0)
+                    except subprocess.TimeoutExpired:
+                        pass
+                raise self._died("exit", f"the process ended during {what!r}")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise self._died("protocol", f"unreadable reply to {what!r}: {line[:200]!r}") from None
+        if not isinstance(reply, dict):
+            raise self._died("protocol", f"reply to {what!r} is not an object")
+        if self._confined and "pid" in reply:
+            # inside its PID namespace every child is pid 2: the harness names a child by the pid it
+            # sees (bwrap's), which is what tells one arm's process from another's
+            reply["pid_in_sandbox"], reply["pid"] = reply["pid"], self.pid
+        return reply

@@ -1,0 +1,279 @@
+"""A measurement session: one device fingerprint, one protocol, ceilings, and long-lived workers.
+
+Ratios are only ever formed within one session (the store refuses others). The session keeps the
+reference worker and the start worker alive between evaluations (they never import candidate
+code other than the harness-authored start candidate, which lives in its own process), and keeps one
+fresh, never-used candidate worker spawned ahead of time so that ``import torch`` in a new child is
+off the critical path of the next evaluation. Each candidate worker serves exactly one evaluation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DeviceUnavailableError, HarnessError
+from harness.measure.device import (available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts,
+                                    gpu_driver_facts)
+from harness.measure.runner import Role, Worker, WorkerDied
+from harness.records import Backend, DeviceCeilings, DeviceFingerprint
+from harness.store import ResultStore
+from protocol import Protocol, load_protocol
+
+
+def worker_config(backend: Backend, protocol: Protocol) -> dict[str, Any]:
+    """What every measuring child is started with, all from the protocol.
+
+    RLIMIT_AS is not applied on CUDA: the CUDA runtime reserves far more virtual address space than
+    any limit that would still bound host memory, so the limit would only break CUDA's start.
+    """
+    limits = protocol.limits
+    return {
+        "backend": backend,
+        "threads": protocol.timing.cpu.threads,
+        "allow_tf32": protocol.correctness.allow_tf32,
+        "memory_bytes": 0 if backend == "cuda" else limits.candidate_memory_mb << 20,
+        "large": protocol.correctness.large_magnitude,
+        "cpu": protocol.timing.cpu.model_dump(),
+        "cuda": protocol.timing.cuda.model_dump(),
+        "ceilings": protocol.timing.ceilings.model_dump(),
+    }
+
+
+class MeasurementContext:
+    """Everything an evaluation needs that outlives it: store session, fingerprint, ceilings, workers.
+
+    Use as a context manager, or call :meth:`close`, to stop the workers.
+    """
+
+    def __init__(self, store: ResultStore, backend: Backend, protocol: Protocol, session_id: str,
+                 fingerprint: DeviceFingerprint, ceilings: DeviceCeilings | None, workdir: Path,
+                 reference: Worker, start: Worker | None = None, spare: Worker | None = None) -> None:
+        self.store = store
+        self.backend: Backend = backend
+        self.protocol = protocol
+        self.session_id = session_id
+        self.fingerprint = fingerprint
+        self.ceilings = ceilings
+        self.workdir = workdir
+        self.config = worker_config(backend, protocol)
+        self._reference: Worker | None = reference
+        self._start: Worker | None = start
+        self._spare: Worker | None = spare
+        self.closed = False
+        #: where the open went, seconds since it began ("reference.ready", "fingerprint", "ceilings", ...)
+        self.open_stages: dict[str, float] = {}
+
+    @property
+    def device_sha256(self) -> str:
+        return self.fingerprint.sha256
+
+    def _new(self, role: Role) -> Worker:
+        timeout = (self.protocol.limits.reference_timeout_s if role == "reference"
+                   else self.protocol.limits.candidate_timeout_s)
+        return Worker(role, self.config, self.workdir, timeout).start()
+
+    def reference_worker(self) -> Worker:
+        """The session's reference worker, restarted if an earlier evaluation lost it."""
+        if self._reference is None or not self._reference.alive():
+            if self._reference is not None:
+                self._reference.close()
+            self._reference = self._new("reference")
+        return self._reference
+
+    def start_worker(self) -> Worker:
+        """The session's worker for harness-authored starting candidates."""
+        if self._start is None or not self._start.alive():
+            if self._start is not None:
+                self._start.close()
+            self._start = self._new("start")
+        return self._start
+
+    def take_candidate_worker(self) -> Worker:
+        """A fresh candidate worker: the pre-spawned spare if it is alive, else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.proc is not None and spare.proc.poll() is None:
+            return spare
+        if spare is not None:
+            spare.close()
+        return self._new("candidate")
+
+    def prespawn_candidate_worker(self) -> None:
+        """Start the next evaluation's candidate worker now, after a measurement (so its start-up
+        does not compete with timing for the cores)."""
+        if self._spare is None and not self.closed:
+            self._spare = self._new("candidate")
+
+    def close(self) -> None:
+        """Stop every worker (together: each may take a moment to release its device) and remove the
+        session's scratch directory."""
+        close_workers([w for w in (self._reference, self._start, self._spare) if w is not None])
+        self._reference = self._start = self._spare = None
+        if not self.closed:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self.closed = True
+
+    def __enter__(self) -> "MeasurementContext":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def close_workers(workers: list[Worker]) -> None:
+    """Close several workers at once: a CUDA child can take a second or two to exit, so they are
+    closed side by side rather than one after the other."""
+    if len(workers) <= 1:
+        for w in workers:
+            w.close()
+        return
+    import threading
+
+    threads = [threading.Thread(target=w.close, name=f"atb-close-{w.role}") for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+class StoredCeilings:
+    """The best ceilings stored for one device fingerprint, and how many sessions' rows they come from."""
+
+    def __init__(self, bytes_per_s: float, flops_per_s: float, sessions: int) -> None:
+        self.bytes_per_s, self.flops_per_s, self.sessions = bytes_per_s, flops_per_s, sessions
+
+
+def stored_ceilings(store: ResultStore, device_sha256: str) -> StoredCeilings | None:
+    """The maximum of every ceilings row stored for ``device_sha256``, or None when there is none."""
+    summary = store.ceilings_summary(device_sha256)
+    if summary is None:
+        return None
+    return StoredCeilings(summary.bytes_per_s, summary.flops_per_s, summary.rows)
+
+
+def best_ceilings(store: ResultStore, device_sha256: str, measured: DeviceCeilings) -> DeviceCeilings:
+    """This session's measurement, raised to the best ever stored for the same device fingerprint.
+
+    A ceiling is what the device can do; a measurement on a busy host only ever under-reads it, so
+    the cache in the store keeps the maximum over sessions rather than the latest reading.
+    """
+    best = stored_ceilings(store, device_sha256)
+    if best is None or (best.bytes_per_s <= measured.bytes_per_s and best.flops_per_s <= measured.flops_per_s):
+        return measured
+    return DeviceCeilings(bytes_per_s=max(best.bytes_per_s, measured.bytes_per_s),
+                          flops_per_s=max(best.flops_per_s, measured.flops_per_s),
+                          method=f"{measured.method}; max with {best.sessions} earlier session(s) on this device")
+
+
+def session_ceilings(store: ResultStore, device_sha256: str, protocol: Protocol,
+                     measure: Any) -> DeviceCeilings:
+    """The session's ceilings: the stored maximum, unmeasured, once the store holds
+    ``timing.ceilings.reuse_after_sessions`` sessions' rows for this device (the maximum is all a new
+    measurement could change, and it only ever raises it); otherwise ``measure()`` (a reply from the
+    reference child) raised to that maximum (:func:`best_ceilings`)."""
+    reuse_after = protocol.timing.ceilings.reuse_after_sessions
+    best = stored_ceilings(store, device_sha256) if reuse_after else None
+    if best is not None and best.sessions >= reuse_after:
+        return DeviceCeilings(bytes_per_s=best.bytes_per_s, flops_per_s=best.flops_per_s,
+                              method=f"max of {best.sessions} stored session(s) on this device, not re-measured "
+                                     f"(timing.ceilings.reuse_after_sessions = {reuse_after})")
+    return best_ceilings(store, device_sha256, ceilings_from_facts(measure()))
+
+
+def open_measurement_session(store: ResultStore, backend: Backend, protocol: Protocol | None = None,
+                             note: str = "", start_arm: bool = True) -> MeasurementContext:
+    """Start the reference worker, fingerprint the device, open a store session, get ceilings.
+
+    Ceilings are measured in the reference worker (best repetition, sizes from
+    ``protocol.timing.ceilings``), raised to the best stored for this device fingerprint, and stored
+    for the session; once the store holds enough sessions' ceilings for the device, their maximum is
+    taken unmeasured (:func:`session_ceilings`). On CUDA the candidate worker (and the start worker,
+    unless ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the
+    reference, so their ``import torch`` overlaps the fingerprint and the ceilings.
+
+    Raises:
+        DeviceUnavailableError: ``backend`` cannot run here (no CUDA device; MLX is ``atb retest``'s).
+        HarnessError: the reference worker could not start or fingerprint the device.
+    """
+    proto = protocol or load_protocol()
+    if backend == "cuda" and not cuda_driver_present():
+        raise DeviceUnavailableError("backend 'cuda' is not available: no NVIDIA driver device node (/dev/nvidiactl)")
+    if backend != "cuda":
+        ok, why = available(backend)
+        if not ok:
+            raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+    # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
+    # it gives the clear reason then, and costs nothing on the way to a measurement
+    import time
+
+    t0 = time.monotonic()
+    stages: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        stages[name] = round(time.monotonic() - t0, 3)
+
+    workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
+    config = worker_config(backend, proto)
+    # the reference child's start-up (import torch) is the longest step of an open: spawn it first
+    reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
+    early: list[Worker] = []
+    driver: dict[str, Any] = {}
+    smi_thread = None
+    if backend == "cuda":
+        import threading
+
+        smi_thread = threading.Thread(target=lambda: driver.update(gpu_driver_facts()), name="atb-nvidia-smi",
+                                      daemon=True)
+        smi_thread.start()
+        # the device's ceilings are measured on the device, so the other arms' start-up (import torch,
+        # on the host's cores) can overlap it; on a CPU they would compete with the measurement
+        early = [Worker("candidate", config, workdir, proto.limits.candidate_timeout_s).start()]
+        if start_arm:
+            early.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
+    try:
+        ref = store.register_protocol(proto)
+        reference.wait_ready()
+        mark("reference_ready")
+        facts = reference.request({"op": "fingerprint", "smi": smi_thread is None})
+        if not facts.get("ok"):
+            raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
+        mark("fingerprint")
+        if smi_thread is not None:
+            smi_thread.join(30.0)
+            facts.update(driver or {"gpu_driver": "unknown", "clocks": {}})
+            mark("driver_facts")
+        fp = fingerprint_from_facts(facts)
+        session_id = store.open_session(fp, ref, note=note)
+
+        def measure() -> dict[str, Any]:
+            cf = reference.request({"op": "ceilings"})
+            if not cf.get("ok"):
+                raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
+            return cf
+
+        ceilings = session_ceilings(store, fp.sha256, proto, measure)
+        store.add_ceilings(session_id, ceilings, ref)
+        mark("ceilings")
+    except WorkerDied as exc:
+        close_workers([reference, *early])
+        shutil.rmtree(workdir, ignore_errors=True)
+        if backend == "cuda":
+            ok, why = available(backend)
+            if not ok:
+                raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}") from exc
+        raise HarnessError(f"the {backend} reference worker failed to start: {exc.failure.detail}") from exc
+    except BaseException:
+        close_workers([reference, *early])
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    by_role = {w.role: w for w in early}
+    ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference,
+                             by_role.get("start"), by_role.get("candidate"))
+    ctx.prespawn_candidate_worker()
+    if start_arm:
+        ctx.start_worker()
+    mark("open")
+    ctx.open_stages = {**stages, **{f"reference.{k}": v for k, v in reference.startup_stages().items()}}
+    return ctx

@@ -1,0 +1,29 @@
+"""Anomaly breaker: a speedup too large to believe without a second look.
+
+A speedup above ``protocol.gates.anomaly_speedup`` over the honest baseline is the signature of most
+published benchmark exploits. This gate failing alone does not reject: :func:`harness.verdict.gates.decide_status`
+then quarantines the verdict, which stays out of headlines until the extended pass
+(:func:`harness.verdict.quarantine.review_quarantine`) clears it.
+"""
+
+from __future__ import annotations
+
+from harness.measure.evidence import Evidence
+from harness.verdict.gates._base import gate
+from protocol import Protocol
+
+NAME = "anomaly"
+
+
+@gate(NAME)
+def anomaly_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
+    limit = protocol.gates.anomaly_speedup
+    if evidence.ratio is None:
+        return [], "no speedup was measured, so none is anomalous"
+    if evidence.ratio > limit:
+        return [
+            f"speedup {evidence.ratio:.2f}x is above the anomaly threshold {limit:g}x "
+            "(protocol gates.anomaly_speedup): quarantined until the extended verification pass "
+            "(more seeds, adversarial inputs, physical limit) clears it"
+        ], ""
+    return [], f"speedup {evidence.ratio:.2f}x is within the anomaly threshold {limit:g}x"

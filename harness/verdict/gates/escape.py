@@ -1,0 +1,102 @@
+"""Escape from the timed region: work left running after the timed call returned.
+
+On CPU the escape is a side thread (or process) that finishes the output after the timer stops; on
+CUDA it is work queued on another stream, which an event recorded on the default stream does not
+wait for. Three facts catch it:
+
+* thread counts: the candidate process has more threads after a call (or a timed block) than before;
+* side-thread CPU time: threads other than the timing thread burn CPU during a timed block
+  (``TimedFacts.other_threads_cpu_ns`` above ``gates.escape_side_cpu_max`` of the timed time);
+* wall versus timed time: the worker's wall clock from the first start to *after a device
+  synchronisation* is much longer than the sum of the timed regions. The baseline's excess at the same
+  seed is the harness's own between-repetition cost and is subtracted first, so an honest fast kernel
+  is not penalised for that overhead (the ratio is judged only above ``gates.escape_min_wall_ns``);
+* the source: spawning threads or processes takes work outside the protocol's pinned thread budget.
+
+The outputs themselves are checked after synchronisation by the correctness and stale-output checks.
+"""
+
+from __future__ import annotations
+
+from harness.measure.evidence import Evidence, TimedFacts
+from harness.verdict.gates._base import gate
+from harness.verdict.gates._source import matching, scan_source
+from protocol import Protocol
+
+NAME = "timed_region_escape"
+
+SPAWN_PREFIXES = (
+    "threading.Thread", "threading.Timer", "_thread", "concurrent.futures", "multiprocessing",
+    "torch.multiprocessing", "os.fork", "os.forkpty", "os.posix_spawn", "os.posix_spawnp", "os.spawnv",
+    "os.spawnl", "os.system", "os.popen", "subprocess", "asyncio.to_thread", "torch.jit.fork",
+    "torch.jit._fork",
+)
+SPAWN_SUFFIXES = (".run_in_executor", ".start_new_thread")
+
+
+def _baseline_excess_per_rep(evidence: Evidence, seed: int) -> float:
+    """The harness's own untimed cost per repetition (flushes, launches), seen on the baseline."""
+    for b in evidence.baseline_timed:
+        if b.seed == seed and b.wall_ns > 0 and b.timed_total_ns > 0:
+            return max(0.0, b.wall_ns - b.timed_total_ns) / len(b.times_ns)
+    return 0.0
+
+
+def _wall_problem(evidence: Evidence, t: TimedFacts, protocol: Protocol) -> str | None:
+    if t.wall_ns <= 0 or t.timed_total_ns <= 0:
+        return (f"the worker recorded no wall/timed totals for the timed repetitions on seed {t.seed}; "
+                "the escape check cannot be made")
+    if t.wall_ns < protocol.gates.escape_min_wall_ns:
+        return None
+    excess = _baseline_excess_per_rep(evidence, t.seed) * len(t.times_ns)
+    ratio = max(t.wall_ns - excess, t.timed_total_ns) / t.timed_total_ns
+    if ratio > protocol.gates.escape_wall_over_timed_max:
+        return (f"on seed {t.seed} the wall time after device sync is {ratio:.2f}x the timed time "
+                f"(limit {protocol.gates.escape_wall_over_timed_max:g}x, gates.escape_wall_over_timed_max; "
+                f"wall {t.wall_ns / 1e6:.3f} ms, timed {t.timed_total_ns / 1e6:.3f} ms, harness overhead "
+                f"{excess / 1e6:.3f} ms): work ran outside the timed region (another stream or thread); "
+                "synchronise it before returning")
+    return None
+
+
+def _side_cpu_problem(t: TimedFacts, protocol: Protocol) -> str | None:
+    other = t.other_threads_cpu_ns
+    if other is None or t.timed_total_ns < protocol.gates.escape_min_wall_ns:
+        return None
+    limit = protocol.gates.escape_side_cpu_max
+    if other > limit * t.timed_total_ns:
+        return (f"on seed {t.seed} other threads used {other / 1e6:.3f} ms of CPU during the timed block, "
+                f"{other / t.timed_total_ns:.2f}x the timed time (limit {limit:g}x, gates.escape_side_cpu_max): "
+                "work was moved to a side thread outside the timed region")
+    return None
+
+
+@gate(NAME)
+def escape_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
+    problems: list[str] = []
+    scan = scan_source(evidence.candidate_source)
+    if scan.parse_error:
+        problems.append(f"the candidate source does not parse ({scan.parse_error}); it cannot be scanned")
+    spawns = matching(scan.calls, prefixes=SPAWN_PREFIXES, suffixes=SPAWN_SUFFIXES)
+    if spawns:
+        problems.append(f"the candidate starts threads or processes ({scan.where(spawns)}): work outside "
+                        "the protocol's pinned thread budget or the timed region")
+    befores = [c.threads_before for c in evidence.candidate_calls]
+    base = min(befores) if befores else 1
+    for c in evidence.candidate_calls:
+        if c.threads_after > c.threads_before:
+            problems.append(f"during the call on seed {c.seed} ({c.distribution}) the thread count rose from "
+                            f"{c.threads_before} to {c.threads_after}: work runs on threads beyond the pinned budget")
+    for t in evidence.candidate_timed:
+        if t.threads_after > base:
+            problems.append(f"after the timed repetitions on seed {t.seed} the process had {t.threads_after} "
+                            f"threads, {base} before the candidate ran: work was left running")
+        wall = _wall_problem(evidence, t, protocol)
+        if wall:
+            problems.append(wall)
+        side = _side_cpu_problem(t, protocol)
+        if side:
+            problems.append(side)
+    return problems, (f"no threads left running; wall time within "
+                      f"{protocol.gates.escape_wall_over_timed_max:g}x of timed time on "
+                      f"{len(evidence.candidate_timed)} seeds")
