@@ -28,13 +28,13 @@ SETTLED = ("accepted", "rejected", "quarantined", "timeout")
 
 
 def load_rows(paths: list[Path]) -> tuple[dict[tuple[int, str], dict[str, Any]], dict[tuple[int, str], dict[str, Any]]]:
-    """The last ``atb_eval`` row of each (level, problem), and for each ``kb_anchor`` row the
+    """The latest ``atb_eval`` row of each (level, problem) by ``started_utc``, and for each ``kb_anchor`` row the
     ``atb_eval`` row of the same device call it sits beside (same code revision, the last one that
     started before the anchor: the sweep runs a problem's anchor right after its ``atb eval``).
     An anchor with no such row is left out of the side-by-side table, so a later re-run of a problem
     is never set beside an anchor from another call."""
     evals: dict[tuple[int, str], dict[str, Any]] = {}
-    anchors: dict[tuple[int, str], dict[str, Any]] = {}
+    anchors: dict[tuple[int, str], list[dict[str, Any]]] = {}
     history: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -44,16 +44,21 @@ def load_rows(paths: list[Path]) -> tuple[dict[tuple[int, str], dict[str, Any]],
                 continue
             key = (int(row.get("level", 0)), str(row.get("problem")))
             if row.get("kind") == "atb_eval":
-                evals[key] = row
+                # the latest by start time, whichever file it is in (a side-by-side file is read after
+                # the level's own file but may hold older rows)
+                if key not in evals or str(row.get("started_utc", "")) >= str(evals[key].get("started_utc", "")):
+                    evals[key] = row
                 history.setdefault(key, []).append(row)
             elif row.get("kind") == "kb_anchor":
-                anchors[key] = row
-    paired: dict[tuple[int, str], dict[str, Any]] = {}
-    for key, a in anchors.items():
-        same_call = [r for r in history.get(key, []) if r.get("code_rev") == a.get("code_rev")
-                     and str(r.get("started_utc", "")) <= str(a.get("started_utc", ""))]
-        if same_call:
-            paired[key] = {**a, "_atb_row": same_call[-1]}
+                if all(x.get("started_utc") != row.get("started_utc") for x in anchors.get(key, [])):
+                    anchors.setdefault(key, []).append(row)   # a row copied into two files counts once
+    paired: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for key, rows in anchors.items():
+        for a in sorted(rows, key=lambda x: str(x.get("started_utc", ""))):
+            same_call = [r for r in history.get(key, []) if r.get("code_rev") == a.get("code_rev")
+                         and str(r.get("started_utc", "")) <= str(a.get("started_utc", ""))]
+            if same_call:
+                paired.setdefault(key, []).append({**a, "_atb_row": same_call[-1]})
     return evals, paired
 
 
@@ -114,7 +119,7 @@ def ci_under_process_pair(row: dict[str, Any]) -> list[float] | None:
     return [est.ci_low, est.ci_high]
 
 
-def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, dict[str, Any]]) -> list[str]:
+def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, list[dict[str, Any]]]) -> list[str]:
     out: list[str] = [f"### Level {level}", ""]
     n = len(evals)
     counts: dict[str, int] = {}
@@ -152,13 +157,14 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
         medians = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items()))
         out.append(f"- phase medians (s): {medians}")
     out.append("")
-    side = [(anchors[r["problem"]]["_atb_row"], anchors[r["problem"]]) for r in evals if r["problem"] in anchors]
+    side = [(a["_atb_row"], a) for r in evals for a in anchors.get(r["problem"], [])]
     if side:
         out += ["Side by side with KernelBench's own `eval_kernel_against_ref` (A/A, same problems, same device call; "
                 "KernelBench's defaults: 5 correctness trials, 100 timed trials, CUDA events):", "",
-                "| problem | in+out MiB | atb eval s | KB eval s | KB process s | atb / KB eval | atb / KB process "
+                "| problem | code | in+out MiB | atb eval s | KB eval s | KB process s | atb / KB eval | atb / KB process "
                 "| KB result |",
-                "|---|---:|---:|---:|---:|---:|---:|---|"]
+                "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        by_rev: dict[str, list[float]] = {}
         ratios_eval: list[float] = []
         ratios_proc: list[float] = []
         for r, a in side:
@@ -169,16 +175,19 @@ def level_section(level: int, evals: list[dict[str, Any]], anchors: dict[str, di
             rp = r["wall_s"] / kb_proc if usable and kb_proc else None
             if re_ is not None:
                 ratios_eval.append(re_)
+                by_rev.setdefault(str(r.get("code_rev") or "?"), []).append(re_)
             if rp is not None:
                 ratios_proc.append(rp)
             res = a.get("error") or (f"correct={a.get('correctness')}, speedup {_f(a.get('kb_speedup'))}")
-            out.append(f"| {r['problem']} | {_mib(io)} | {_f(r['wall_s'], 1)} | {_f(kb_eval, 1)} | {_f(kb_proc, 1)} | "
+            out.append(f"| {r['problem']} | {r.get('code_rev') or '?'} | {_mib(io)} | {_f(r['wall_s'], 1)} | {_f(kb_eval, 1)} | {_f(kb_proc, 1)} | "
                        f"{_f(re_, 2)} | {_f(rp, 2)} | {str(res)[:80]} |")
         out.append("")
         if ratios_eval:
             out.append(f"- atb eval / KernelBench eval: median **{statistics.median(ratios_eval):.2f}x**, "
                        f"max {max(ratios_eval):.2f}x (n={len(ratios_eval)}); against KernelBench's whole process "
                        f"(its imports included): median {statistics.median(ratios_proc):.2f}x")
+            out.append("- atb eval / KernelBench eval by code revision: " + "; ".join(
+                f"`{rev}` median {statistics.median(v):.2f}x (n={len(v)})" for rev, v in by_rev.items()))
         stubbed = sorted({m for _, a in side for m in (a.get("stubbed_import_only") or [])})
         if stubbed:
             out.append("- missing import-only modules given empty stand-ins for KernelBench's import: "

@@ -86,6 +86,10 @@ class CorrectnessParams(_Frozen):
     large_magnitude: PositiveFloat
     allow_tf32: bool
     tolerances: dict[DTypeName, Tolerance]
+    # 0: off. k > 0: a comparison that fails only on tolerance is judged again after the reference runs
+    # a second time on the same input; where its two runs differ (a nondeterministic reference), the
+    # candidate may differ by k times that spread more (max absolute error, and relative L2).
+    reference_spread_factor: NonNegativeFloat = 0.0
 
 
 class GateParams(_Frozen):

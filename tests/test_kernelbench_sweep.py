@@ -146,7 +146,7 @@ def test_render_counts_ratios_and_exceptions(tmp_path: Path) -> None:
     text = render.render([f])
     assert "accepted A/A with a CI containing 1.0: **1 of 3**" in text
     assert "verdicts: accepted 2, timeout 1" in text
-    assert "median **2.00x**" in text and "| 1_a | 2 | 6.0 | 3.0 | 5.0 | 2.00 | 1.20 |" in text
+    assert "median **2.00x**" in text and "| 1_a | ? | 2 | 6.0 | 3.0 | 5.0 | 2.00 | 1.20 |" in text
     assert "Exceptions (not accepted, or a CI excluding 1.0): 2" in text and "x/y" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"# Title\n\nwhy\n\n{render.BEGIN}\nold\n{render.END}\n\n## Explained\nkept\n")
@@ -168,7 +168,7 @@ def test_render_pairs_an_anchor_only_with_the_atb_row_of_its_own_call(tmp_path: 
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = render.render([f])
     assert "| 1_a | bbb | accepted |" in text                  # the problem's verdict is its last row
-    assert "| 1_a | 0 | 6.0 | 3.0 | 5.0 | 2.00 | 1.20 |" in text   # the anchor sits beside its own call's row
+    assert "| 1_a | aaa | 0 | 6.0 | 3.0 | 5.0 | 2.00 | 1.20 |" in text   # the anchor sits beside its own call's row
     f.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))   # no row of the anchor's call: no pair
     assert "Side by side" not in render.render([f])
 

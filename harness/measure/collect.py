@@ -181,7 +181,8 @@ class Collector:
                 "init_seed": self.out.init_seed}
         ref = self.workers["baseline"]
         assert ref is not None
-        r = self._ask(ref, {"op": "load", **base, "tolerances": self._tolerances()})
+        r = self._ask(ref, {"op": "load", **base, "tolerances": self._tolerances(),
+                            "reference_spread_factor": self.protocol.correctness.reference_spread_factor})
         self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
         self.out.output_bytes = int(r.get("output_bytes", 0))
         self._plan_memory(r)

@@ -86,11 +86,14 @@ def _nan_site(torch: Any, rflat: Any, cflat: Any, n_nan: int) -> str:
     return f"{n_nan} of {cflat.numel()} elements; the first at index {first}, where the reference has {ref_at:.6g}"
 
 
-def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[str, float]]) -> OutputCheck:
+def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[str, float]],
+                    extra_abs: float = 0.0, extra_rel_l2: float = 0.0) -> OutputCheck:
     """The comparison itself, on whatever device the tensors live (the reference child runs it on
     the GPU with both outputs in place). ``tolerances`` maps a dtype name to atol/rtol/rel_l2 (the
     task's overrides already applied). Work is chunked, and each output's facts cross to the host
-    as a handful of scalars, so a 4 GB output needs no 4 GB of float64 temporaries."""
+    as a handful of scalars, so a 4 GB output needs no 4 GB of float64 temporaries. ``extra_abs`` and
+    ``extra_rel_l2`` widen the element bar and the relative-L2 bar (a nondeterministic reference's own
+    spread, see :func:`reference_spread`)."""
     import torch
 
     refs, cands = _flatten(reference), _flatten(candidate)
@@ -153,22 +156,46 @@ def compare_tensors(reference: Any, candidate: Any, tolerances: dict[str, dict[s
         denom = math.sqrt(ss) if count else 0.0
         scale = max(1.0, denom / math.sqrt(count)) if count else 1.0
         n_bad = 0.0
-        if max_excess > tol["atol"] * scale * (1.0 - 1e-9) or not math.isfinite(max_excess) and max_excess > 0:
+        bar = tol["atol"] * scale + extra_abs
+        if max_excess > bar * (1.0 - 1e-9) or not math.isfinite(max_excess) and max_excess > 0:
             bad = torch.zeros((), dtype=torch.int64, device=dev)
             for s in range(0, n, _CHUNK):
                 rc, cc = rflat[s:s + _CHUNK].double(), cflat[s:s + _CHUNK].double()
                 diff = torch.where(~torch.isinf(rc), (cc - rc).abs(), 0.0)
-                bad += (diff > tol["atol"] * scale + tol["rtol"] * rc.abs()).sum()
+                bad += (diff > bar + tol["rtol"] * rc.abs()).sum()
             n_bad = float(bad)
         err_norm = math.sqrt(err_sq)
         rel = err_norm / denom if denom > 0 else err_norm
         worst_abs, worst_l2 = max(worst_abs, max_abs), max(worst_l2, rel)
         if n_bad:
+            widened = f" + {extra_abs:.3g} (the reference's spread)" if extra_abs else ""
             return OutputCheck(passed=False, reason=f"output {i}: {int(n_bad)} elements outside atol={tol['atol']:g}"
-                               f"x{scale:.3g} (output RMS) + rtol={tol['rtol']:g} (max abs error {max_abs:.3g})",
+                               f"x{scale:.3g} (output RMS){widened} + rtol={tol['rtol']:g} (max abs error {max_abs:.3g})",
                                max_abs_err=max_abs, rel_l2=rel, reference_finite=ref_finite)
-        if rel > tol["rel_l2"]:
-            return OutputCheck(passed=False, reason=f"output {i}: relative L2 error {rel:.3g} above {tol['rel_l2']:g}",
+        if rel > tol["rel_l2"] + extra_rel_l2:
+            return OutputCheck(passed=False, reason=f"output {i}: relative L2 error {rel:.3g} above "
+                               f"{tol['rel_l2'] + extra_rel_l2:g}",
                                max_abs_err=max_abs, rel_l2=rel, reference_finite=ref_finite)
     return OutputCheck(passed=True, max_abs_err=worst_abs if math.isfinite(worst_abs) else None,
                        rel_l2=worst_l2 if math.isfinite(worst_l2) else None, reference_finite=ref_finite)
+
+
+def reference_spread(first: Any, second: Any) -> tuple[float, float] | None:
+    """How far two runs of the reference on one input are apart: (largest absolute difference over
+    the elements finite in the first, relative L2 of the difference), (0, 0) when they are equal, or
+    None when they differ in a way no tolerance can bridge (shapes, NaN, where the infinities are).
+
+    Why: some references are not deterministic (a transposed convolution's fp32 algorithm that sums
+    in a different order from run to run: on the H200 one process gave two output digests for one
+    input), and under the ``large`` draw their own spread exceeds the protocol's tolerance, so even
+    the reference's own code would be rejected as its own candidate. The spread is measured by the
+    reference child, which never imports candidate code."""
+    import torch
+
+    firsts = [t for t in _flatten(first) if isinstance(t, torch.Tensor)]
+    loose = {str(t.dtype).replace("torch.", ""): {"atol": math.inf, "rtol": 0.0, "rel_l2": math.inf}
+             for t in firsts}
+    check = compare_tensors(first, second, loose)
+    if not check.passed:
+        return None
+    return float(check.max_abs_err or 0.0), float(check.rel_l2 or 0.0)
