@@ -136,6 +136,7 @@ class FakeSubject:
 
     kind = "kernel"
     id = "fake"
+    ratio_label = "speedup over the honest baseline (x)"
     source = "fake source"
     sha256 = sha256_text("fake source")
     candidate_file = "answer.txt"

@@ -70,9 +70,9 @@ def plot_best_so_far(arms: list[ArmData], path: Path) -> Path:
     ax.set_xlim(0.5, budget + 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration")
-    engine = any(a.summary.campaign.kind == "engine" for a in arms)
-    ax.set_ylabel("throughput ratio over the engine's default (x)" if engine
-                  else "speedup over the honest baseline (x)")
+    from harness.tuning.subjects import ratio_label
+
+    ax.set_ylabel(" / ".join(sorted({ratio_label(a.summary.campaign.kind) for a in arms})))
     ax.set_title("Best-so-far usable speedup per iteration (lines); each iteration's reading (markers)")
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="grey", marker="o", ls="", label="usable iteration"))

@@ -16,6 +16,15 @@ from harness.tuning.subjects._kernel import KERNEL_CANDIDATE_FILE, KernelSubject
 from harness.tuning.subjects._protocol import NoCandidate, SessionPurpose, Subject, SubjectSession, ToolBrief
 
 
+SUBJECT_KINDS: dict[str, type[KernelSubject] | type[EngineSubject]] = {KernelSubject.kind: KernelSubject,
+                                                                       EngineSubject.kind: EngineSubject}
+
+
+def ratio_label(kind: str) -> str:
+    """What a verdict's ratio is for subjects of ``kind`` (a stored campaign kind), in words."""
+    return SUBJECT_KINDS[kind].ratio_label
+
+
 def load_subject(name_or_path: str | Path) -> Subject:
     """The subject a name or file describes: an engine task (a shipped engine task's name, or a YAML
     file with an ``engine:`` key), else a kernel task (a native task's name, or a KernelBench-format file).
@@ -31,4 +40,5 @@ def load_subject(name_or_path: str | Path) -> Subject:
 
 
 __all__ = ["KERNEL_CANDIDATE_FILE", "EngineSubject", "EngineSubjectSession", "KernelSubject", "NoCandidate",
-           "SessionPurpose", "Subject", "SubjectSession", "ToolBrief", "load_subject"]
+           "SUBJECT_KINDS", "SessionPurpose", "Subject", "SubjectSession", "ToolBrief", "load_subject",
+           "ratio_label"]

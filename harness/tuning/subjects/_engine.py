@@ -41,6 +41,8 @@ class EngineSubject:
     """A loaded :class:`~harness.engines.EngineTask` (``.task``) as a subject."""
 
     kind: SubjectKind = "engine"
+    #: what a verdict's ratio is, in words (reports label their axes with it)
+    ratio_label = "throughput ratio over the engine's default (x)"
     candidate_file = ENGINE_CANDIDATE_FILE
     sandbox_mounts_torch = False
 

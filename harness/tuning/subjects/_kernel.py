@@ -26,6 +26,8 @@ class KernelSubject:
     """A loaded kernel :class:`~harness.tasks.Task` (``.task``) as a subject."""
 
     kind: SubjectKind = "kernel"
+    #: what a verdict's ratio is, in words (reports label their axes with it)
+    ratio_label = "speedup over the honest baseline (x)"
     candidate_file = KERNEL_CANDIDATE_FILE
     sandbox_mounts_torch = True
 

@@ -69,6 +69,11 @@ class Subject(Protocol):
         ...
 
     @property
+    def ratio_label(self) -> str:
+        """What a verdict's ratio is, in words (a report's axis label)."""
+        ...
+
+    @property
     def id(self) -> str:
         """The task id the store files it under."""
         ...
