@@ -134,11 +134,24 @@ class Collector:
     def _ask(self, worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
         """:func:`_ask`, with the time this process waited added to ``op_s`` under ``role.op``."""
         t0 = perf_counter_ns()
+        reply: dict[str, Any] | None = None
         try:
-            return _ask(worker, cmd)
+            reply = _ask(worker, cmd)
+            return reply
         finally:
             key = f"{worker.role}.{cmd.get('op')}"
-            self.out.op_s[key] = self.out.op_s.get(key, 0.0) + (perf_counter_ns() - t0) / 1e9
+            self._add_op_s(key, (perf_counter_ns() - t0) / 1e9, reply)
+
+    def _add_op_s(self, key: str, seconds: float, reply: dict[str, Any] | None) -> None:
+        """Charge ``seconds`` to ``key`` in ``op_s``, and the steps the child timed inside the command
+        (its reply's ``steps_s``) to ``key.step``."""
+        self.out.op_s[key] = self.out.op_s.get(key, 0.0) + seconds
+        steps = reply.get("steps_s") if isinstance(reply, dict) else None
+        if isinstance(steps, dict):
+            for name, s in steps.items():
+                if isinstance(s, (int, float)):
+                    sub = f"{key}.{str(name)[:32]}"
+                    self.out.op_s[sub] = self.out.op_s.get(sub, 0.0) + float(s)
 
     def _path(self, tag: str) -> str:
         self._n += 1
@@ -318,14 +331,14 @@ class Collector:
             for dist in self.distributions():
                 t0 = perf_counter_ns()
                 tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
+                cr: dict[str, Any] | None = None
                 try:
                     cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": tag,
                                        "save_path": self._path("cand"), "record_ops": first})
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
                 finally:
-                    self.out.op_s["candidate.call"] = (self.out.op_s.get("candidate.call", 0.0)
-                                                       + (perf_counter_ns() - t0) / 1e9)
+                    self._add_op_s("candidate.call", (perf_counter_ns() - t0) / 1e9, cr)
                 first = False
                 if not cr.get("ok", False) and "seed" not in cr:
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",

@@ -401,19 +401,43 @@ def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
     the reference child (``share``: a tag); the reference role never writes or shares an output."""
     seed, dist = int(cmd["seed"]), str(cmd["distribution"])
     large = float(CONFIG["large"])
+    steps = _Steps()
     inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
     in_bytes = _nbytes(inputs)
+    steps.mark("inputs")
     facts, out = _run_call(inputs, bool(cmd.get("record_ops")),
                            lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE))
     facts.update({"seed": seed, "distribution": dist})
     del inputs
+    steps.mark("run")
     if out is not None and ROLE != "reference":
         path = str(cmd.get("save_path") or os.path.join(os.getcwd(), f"out-{seed}.pt"))
         facts["share"] = _share_out(str(cmd.get("share", "call")), out, path)
         facts["output_path"] = path if "path" in facts["share"] else ""
     del out
+    steps.mark("share")
     _free_device(in_bytes)
+    steps.mark("free")
+    facts["steps_s"] = steps.s
     return facts
+
+
+class _Steps:
+    """Seconds spent in each step of one command, sent back as ``steps_s`` so that a verdict's
+    ``op_s`` says where a check's or a call's time went (inputs, the call, the comparison, ...). On
+    CUDA each boundary synchronises, so device work is charged to the step that queued it; these
+    commands are untimed, and one synchronisation costs microseconds."""
+
+    def __init__(self) -> None:
+        self.s: dict[str, float] = {}
+        self._t = _now()
+
+    def mark(self, name: str) -> None:
+        if BACKEND == "cuda":
+            torch.cuda.synchronize()
+        t = _now()
+        self.s[name] = round(self.s.get(name, 0.0) + (t - self._t) / 1e9, 6)
+        self._t = t
 
 
 def _uninformative(ref_out: list[Any]) -> bool:
@@ -471,17 +495,22 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
 
         def rebuild() -> list[Any]:
             return make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+    steps = _Steps()
     inputs = rebuild()
     in_bytes = _nbytes(inputs)
+    steps.mark("inputs")
     facts, out = _run_call(inputs, False)
     facts.update({"seed": seed, "distribution": dist})
     del inputs
+    steps.mark("run")
     if out is None:
         raise RuntimeError(f"the reference failed on seed {seed} ({dist}): {facts.get('error', '')}")
     ref = _as_tensors(out)
     del out
     cmp: dict[str, Any]
-    if _uninformative(ref):
+    uninformative = _uninformative(ref)
+    steps.mark("nan_scan")
+    if uninformative:
         cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
         _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
     else:
@@ -493,12 +522,15 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
             cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
                                               f"{str(exc)[:300]}",
                    "transport_error": "cuda" in cmd["candidate"] or "vmm" in cmd["candidate"]}
+        steps.mark("open")
         if cand is not None:
             check = compare_tensors(tuple(ref), cand, S.tolerances)
             cmp = {"passed": check.passed, "reason": check.reason, "max_abs_err": check.max_abs_err,
                    "rel_l2": check.rel_l2}
+            steps.mark("compare")
             if not check.passed and S.spread_factor > 0 and check.max_abs_err is not None:
                 cmp = _judge_with_reference_spread(ref, cand, rebuild, cmp)
+                steps.mark("spread")
             del cand
             _share.close_opened()
     out_bytes = _nbytes(ref)
@@ -507,7 +539,8 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
         torch.cuda.ipc_collect()
     _free_device(in_bytes + out_bytes)
-    return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched()}
+    steps.mark("free")
+    return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched(), "steps_s": steps.s}
 
 
 def _cmd_reshare(cmd: dict[str, Any]) -> dict[str, Any]:
