@@ -190,7 +190,8 @@ EOF
 run_step fingerprint 30 "$OUT/fingerprint.json" "$PY" - <<'EOF'
 import json, os, platform, shutil, subprocess, sys
 import torch
-from harness.measure.device import fingerprint_from_facts, local_fingerprint_facts
+from harness.measure.device import fingerprint_from_facts
+from harness.measure.device_facts import local_fingerprint_facts
 from protocol import load_protocol
 
 p = load_protocol()

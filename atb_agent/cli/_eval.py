@@ -67,30 +67,38 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.device == "mlx":
         raise BadInput("kernel evaluation on MLX is served by `atb retest --device mlx`; "
                        "`atb eval` measures on cpu or cuda")
-    from harness.measure.session import open_measurement_session
-    from harness.store import open_store
+    from harness.measure.session import open_measurement_session, spawn_early
     from harness.tasks import begin_cost, load_task
-    from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
     from protocol import load_protocol
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)
-    begin_cost(task)   # the FLOP count runs in its own process while the session opens
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
     proto = load_protocol()
-    store = open_store(args.db)
+    # the measuring children start now, once the input is known to be readable: their `import torch`
+    # is the longest step of an open, and the rest of this start-up overlaps it
+    early = spawn_early(args.device, proto)
+    timeline["workers_spawned"] = _since_process_start()
     try:
-        progress(f"atb eval: opening a {args.device} measurement session")
-        timeline["session_begin"] = _since_process_start()
-        with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
-                                      start_arm=task.start_label != EAGER_START_LABEL) as ctx:
-            timeline["session_open"] = _since_process_start()
-            timeline.update({f"open.{k}": v for k, v in ctx.open_stages.items()})
-            progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
-            result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto, prespawn_next=False)
-            timeline["measured"] = _since_process_start()
+        begin_cost(task)   # the FLOP count runs in its own process while the session opens
+        from harness.store import open_store
+        from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
+
+        store = open_store(args.db)
+        try:
+            progress(f"atb eval: opening a {args.device} measurement session")
+            timeline["session_begin"] = _since_process_start()
+            with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
+                                          start_arm=task.start_label != EAGER_START_LABEL, early=early) as ctx:
+                timeline["session_open"] = _since_process_start()
+                timeline.update({f"open.{k}": v for k, v in ctx.open_stages.items()})
+                progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
+                result = evaluate_candidate(task, source, store=store, session=ctx, protocol=proto, prespawn_next=False)
+                timeline["measured"] = _since_process_start()
+        finally:
+            store.close()
     finally:
-        store.close()
+        early.close()   # no-op once the session took the workers
     timeline["closed"] = _since_process_start()
     result = result.model_copy(update={"timeline_s": {k: round(v, 3) for k, v in timeline.items()}})
     ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"

@@ -14,18 +14,21 @@ with ``torch.load(weights_only=True)``, which cannot execute code); only scalars
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+if TYPE_CHECKING:
+    from protocol import Protocol, Tolerance
 
-from protocol import Protocol, Tolerance
 
+@dataclass(frozen=True)
+class OutputCheck:
+    """The outcome of one comparison. A plain dataclass, not a pydantic model: this module runs in
+    the reference child, which imports neither pydantic nor the protocol package (its start-up is on
+    every evaluation's critical path); the child sends these fields on as a reply, which the parent
+    validates into :class:`harness.measure.evidence.Comparison`."""
 
-class OutputCheck(BaseModel):
-    """The outcome of one comparison."""
-
-    model_config = ConfigDict(frozen=True)
     passed: bool
     reason: str = ""
     max_abs_err: float | None = None
@@ -40,6 +43,8 @@ def tolerance_for(protocol: Protocol, dtype: str, overrides: dict[str, Any] | No
         KeyError: the protocol has no tolerance for this dtype (an integer output, say) and the task
             declares none; such outputs are compared exactly by :func:`compare_outputs`.
     """
+    from protocol import Tolerance
+
     if overrides and dtype in overrides:
         o = overrides[dtype]
         return Tolerance(atol=o.atol, rtol=o.rtol, rel_l2=o.rel_l2)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DeviceUnavailableError, HarnessError
-from harness.measure.device import (available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts,
-                                    gpu_driver_facts)
+from harness.measure.device import available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts
+from harness.measure.device_facts import gpu_driver_facts
 from harness.measure.runner import Role, Worker, WorkerDied
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
 from harness.store import ResultStore
@@ -182,8 +182,71 @@ def session_ceilings(store: ResultStore, device_sha256: str, protocol: Protocol,
     return best_ceilings(store, device_sha256, ceilings_from_facts(measure()))
 
 
+class EarlyWorkers:
+    """Measuring children started before their session opens (see :func:`spawn_early`): the
+    reference, and on CUDA a candidate worker, with their scratch directory. The session that is
+    given them owns them (:meth:`take`); until then :meth:`close` stops them, so a caller that fails
+    before opening its session leaves no child behind."""
+
+    def __init__(self, backend: Backend, protocol: Protocol, workdir: Path, config: dict[str, Any],
+                 reference: Worker, candidate: Worker | None) -> None:
+        self.backend: Backend = backend
+        self.protocol = protocol
+        self.workdir, self.config = workdir, config
+        self.reference, self.candidate = reference, candidate
+        self.taken = False
+
+    def take(self) -> "EarlyWorkers":
+        self.taken = True
+        return self
+
+    def close(self) -> None:
+        """Stop the children and remove the scratch directory, unless a session took them."""
+        if self.taken:
+            return
+        self.taken = True
+        close_workers([w for w in (self.reference, self.candidate) if w is not None])
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _check_backend(backend: Backend) -> None:
+    # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
+    # it gives the clear reason then, and costs nothing on the way to a measurement
+    if backend == "cuda" and not cuda_driver_present():
+        raise DeviceUnavailableError("backend 'cuda' is not available: no NVIDIA driver device node (/dev/nvidiactl)")
+    if backend != "cuda":
+        ok, why = available(backend)
+        if not ok:
+            raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+
+
+def spawn_early(backend: Backend, protocol: Protocol) -> EarlyWorkers:
+    """Start the reference worker now (and on CUDA a candidate worker beside it), for a session
+    opened later with ``early=``.
+
+    Why: the reference child's ``import torch`` is the longest step on the way to a first
+    measurement (2.6-4.9 s on the H200 hosts), and nothing it does depends on the task; a command
+    that spawns it before importing the rest of the harness, opening its store and loading its task
+    overlaps all of that with the child's start-up.
+
+    Raises:
+        DeviceUnavailableError: ``backend`` cannot run here.
+    """
+    _check_backend(backend)
+    workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
+    config = worker_config(backend, protocol)
+    reference = Worker("reference", config, workdir, protocol.limits.reference_timeout_s).start()
+    candidate = None
+    if backend == "cuda":
+        # the device's ceilings are measured on the device, so another arm's start-up (import torch,
+        # on the host's cores) can overlap it; on a CPU it would compete with the measurement
+        candidate = Worker("candidate", config, workdir, protocol.limits.candidate_timeout_s).start()
+    return EarlyWorkers(backend, protocol, workdir, config, reference, candidate)
+
+
 def open_measurement_session(store: ResultStore, backend: Backend, protocol: Protocol | None = None,
-                             note: str = "", start_arm: bool = True) -> MeasurementContext:
+                             note: str = "", start_arm: bool = True,
+                             early: EarlyWorkers | None = None) -> MeasurementContext:
     """Start the reference worker, fingerprint the device, open a store session, get ceilings.
 
     Ceilings are measured in the reference worker (best repetition, sizes from
@@ -193,19 +256,22 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     unless ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the
     reference, so their ``import torch`` overlaps the fingerprint and the ceilings.
 
+    ``early`` (from :func:`spawn_early`, same backend and protocol) supplies workers already
+    started; the session takes them over, and closes them if it fails to open.
+
     Raises:
         DeviceUnavailableError: ``backend`` cannot run here (no CUDA device; MLX is ``atb retest``'s).
         HarnessError: the reference worker could not start or fingerprint the device.
+        ValueError: ``early`` was started for another backend or protocol, or already taken.
     """
     proto = protocol or load_protocol()
-    if backend == "cuda" and not cuda_driver_present():
-        raise DeviceUnavailableError("backend 'cuda' is not available: no NVIDIA driver device node (/dev/nvidiactl)")
-    if backend != "cuda":
-        ok, why = available(backend)
-        if not ok:
-            raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
-    # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
-    # it gives the clear reason then, and costs nothing on the way to a measurement
+    if early is not None:
+        if early.taken or early.backend != backend or early.protocol.sha256 != proto.sha256:
+            early.close()
+            raise ValueError("the early workers were started for another backend or protocol, or already used")
+        pre = early.take()
+    else:
+        pre = spawn_early(backend, proto).take()
     import time
 
     t0 = time.monotonic()
@@ -214,11 +280,9 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     def mark(name: str) -> None:
         stages[name] = round(time.monotonic() - t0, 3)
 
-    workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
-    config = worker_config(backend, proto)
-    # the reference child's start-up (import torch) is the longest step of an open: spawn it first
-    reference = Worker("reference", config, workdir, proto.limits.reference_timeout_s).start()
-    early: list[Worker] = []
+    # the reference child's start-up (import torch) is the longest step of an open: it was spawned first
+    workdir, config, reference = pre.workdir, pre.config, pre.reference
+    others: list[Worker] = [pre.candidate] if pre.candidate is not None else []
     driver: dict[str, Any] = {}
     smi_thread = None
     if backend == "cuda":
@@ -227,11 +291,8 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         smi_thread = threading.Thread(target=lambda: driver.update(gpu_driver_facts()), name="atb-nvidia-smi",
                                       daemon=True)
         smi_thread.start()
-        # the device's ceilings are measured on the device, so the other arms' start-up (import torch,
-        # on the host's cores) can overlap it; on a CPU they would compete with the measurement
-        early = [Worker("candidate", config, workdir, proto.limits.candidate_timeout_s).start()]
         if start_arm:
-            early.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
+            others.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
     try:
         ref = store.register_protocol(proto)
         reference.wait_ready()
@@ -257,7 +318,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         store.add_ceilings(session_id, ceilings, ref)
         mark("ceilings")
     except WorkerDied as exc:
-        close_workers([reference, *early])
+        close_workers([reference, *others])
         shutil.rmtree(workdir, ignore_errors=True)
         if backend == "cuda":
             ok, why = available(backend)
@@ -265,10 +326,10 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
                 raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}") from exc
         raise HarnessError(f"the {backend} reference worker failed to start: {exc.failure.detail}") from exc
     except BaseException:
-        close_workers([reference, *early])
+        close_workers([reference, *others])
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    by_role = {w.role: w for w in early}
+    by_role = {w.role: w for w in others}
     ctx = MeasurementContext(store, backend, proto, session_id, fp, ceilings, workdir, reference,
                              by_role.get("start"), by_role.get("candidate"))
     ctx.prespawn_candidate_worker()

@@ -102,7 +102,7 @@ class MatmulRateRatio(_Frozen):
 
 
 class HarnessCeiling(_Frozen):
-    """The harness's own ceiling measurement (``harness.measure.device.measure_ceilings_here``), the very
+    """The harness's own ceiling measurement (``harness.measure.device_facts.measure_ceilings_here``), the very
     number the physical-limit gate and roofline fractions use."""
 
     kind: Literal["harness_ceiling"]
@@ -384,7 +384,7 @@ def measure(m: Measure, backend: Backend, protocol: Protocol) -> float:
         torch.backends.cuda.matmul.allow_tf32 = protocol.correctness.allow_tf32
     try:
         if isinstance(m, HarnessCeiling):
-            from harness.measure.device import measure_ceilings_here
+            from harness.measure.device_facts import measure_ceilings_here
 
             return float(measure_ceilings_here(torch, backend)[m.quantity])
         if isinstance(m, CopyBandwidth):
@@ -549,7 +549,7 @@ def _child_measure() -> int:
     """Child side of :func:`measure_in_child`: read the workloads on stdin, print one JSON line."""
     import torch
 
-    from harness.measure.device import local_fingerprint_facts
+    from harness.measure.device_facts import local_fingerprint_facts
 
     req = json.loads(sys.stdin.read())
     # The parent's verified protocol, passed by value: its parameters only (the parent stamps results),

@@ -819,13 +819,13 @@ def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cmd_fingerprint(cmd: dict[str, Any]) -> dict[str, Any]:
-    from harness.measure.device import local_fingerprint_facts
+    from harness.measure.device_facts import local_fingerprint_facts
 
     return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=bool(cmd.get("smi", True)))
 
 
 def _cmd_ceilings(cmd: dict[str, Any]) -> dict[str, Any]:
-    from harness.measure.device import measure_ceilings_here
+    from harness.measure.device_facts import measure_ceilings_here
 
     return measure_ceilings_here(torch, BACKEND, CONFIG["ceilings"])
 
