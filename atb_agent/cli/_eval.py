@@ -74,13 +74,15 @@ def run_eval(args: argparse.Namespace) -> int:
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
+    # once the input is known to be readable, the helper processes start, slowest first: the FLOP
+    # count (import torch, then torch's first meta kernels: ~5 s) must be done by the verdict; the
+    # measuring children's `import torch` is the longest step of the session's open, and the rest
+    # of this start-up (the store, the harness's other modules) overlaps both
+    begin_cost(task)
     proto = load_protocol()
-    # the measuring children start now, once the input is known to be readable: their `import torch`
-    # is the longest step of an open, and the rest of this start-up overlaps it
     early = spawn_early(args.device, proto)
     timeline["workers_spawned"] = _since_process_start()
     try:
-        begin_cost(task)   # the FLOP count runs in its own process while the session opens
         from harness.store import open_store
         from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
 
