@@ -11,6 +11,7 @@ raises gives a rejected result, never an exception.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ class EvalResult(VerdictResult):
     timeline_s: dict[str, float] = Field(default_factory=dict, description=(
         "the caller's stages, seconds since its process started (atb eval: session open, measured, closed)"))
     op_s: dict[str, float] = Field(default_factory=dict, description=(
-        "where the phases' time went: seconds the harness waited on each 'role.op' command"))
+        "where the phases' time went: seconds the harness waited on each 'role.op' command, the steps a "
+        "child timed inside one ('role.op.step'), and 'harness.cost_wait', the wait for the FLOP count after "
+        "the measurement"))
     output_transport: str = Field(default="", description=(
         "how the candidate's outputs reached the comparing reference child: 'vmm-fd', 'cuda-ipc', "
         "'file' or a fallback with its reason"))
@@ -171,7 +174,11 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
     base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
     cand_med = median(cand_times) if cand_times else None
+    t_cost = time.monotonic()
     cost = pending_cost.resolve(input_bytes=col.input_bytes, output_bytes=col.output_bytes)
+    # how long the verdict waited for the FLOP count's process after the measurement (on the H200,
+    # 1-5 s for short KernelBench matmul problems: the count, not the measurement, ended those)
+    col.op_s["harness.cost_wait"] = time.monotonic() - t_cost
     task_bytes = cost.bytes
     evidence = Evidence(
         task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
