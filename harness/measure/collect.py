@@ -370,18 +370,25 @@ class Collector:
     def _active_arms(self) -> list[str]:
         return [a for a in ARMS if self.workers[a] is not None]
 
+    def _ask_arm(self, arm: str, cmd: dict[str, Any]) -> dict[str, Any] | None:
+        """Send ``cmd`` to one live arm; a failing starting candidate is dropped (None), others raise."""
+        w = self.workers[arm]
+        assert w is not None
+        try:
+            return self._ask(w, cmd)
+        except ArmFailed as exc:
+            if arm != "start":
+                raise
+            self._drop_start(exc.failure)
+            return None
+
     def _ask_arms(self, cmd: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Send ``cmd`` to every live arm; a failing starting candidate is dropped, others raise."""
+        """Send ``cmd`` to every live arm (:meth:`_ask_arm`); the replies of those still live."""
         replies: dict[str, dict[str, Any]] = {}
         for arm in self._active_arms():
-            w = self.workers[arm]
-            assert w is not None
-            try:
-                replies[arm] = self._ask(w, cmd)
-            except ArmFailed as exc:
-                if arm != "start":
-                    raise
-                self._drop_start(exc.failure)
+            reply = self._ask_arm(arm, cmd)
+            if reply is not None:
+                replies[arm] = reply
         return replies
 
     def _choose_cuda_method(self, prep: dict[str, dict[str, Any]]) -> None:
@@ -395,16 +402,7 @@ class Collector:
             self._ask_arms({"op": "capture", "graph": False})
 
     def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
-        prep: dict[str, dict[str, Any]] = {}
-        for arm in self._active_arms():
-            w = self.workers[arm]
-            assert w is not None
-            try:
-                prep[arm] = self._ask(w, {"op": "prepare", "seed": seed})
-            except ArmFailed as exc:
-                if arm != "start":
-                    raise
-                self._drop_start(exc.failure)
+        prep = self._ask_arms({"op": "prepare", "seed": seed})
         if self.backend == "cuda":
             self._choose_cuda_method(prep)
         rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
@@ -426,12 +424,8 @@ class Collector:
                 cmd = {"op": "block", "reps": block[arm], "rep_offset": r * block[arm],
                        "capture": capture if arm == "candidate" else [], "save_dir": str(self.workdir)}
                 t0 = perf_counter_ns()
-                try:
-                    rep = self._ask(w, cmd)
-                except ArmFailed as exc:
-                    if arm != "start":
-                        raise
-                    self._drop_start(exc.failure)
+                rep = self._ask_arm(arm, cmd)
+                if rep is None:
                     continue
                 a = acc[arm]
                 a["parent"] += perf_counter_ns() - t0
@@ -444,14 +438,8 @@ class Collector:
                 a["outs"].extend(rep["timed_outputs"])
                 a["method"] = str(rep["method"])
         for arm in self._active_arms():
-            w = self.workers[arm]
-            assert w is not None
-            try:
-                fin = self._ask(w, {"op": "finish_seed"})
-            except ArmFailed as exc:
-                if arm != "start":
-                    raise
-                self._drop_start(exc.failure)
+            fin = self._ask_arm(arm, {"op": "finish_seed"})
+            if fin is None:
                 continue
             a = acc[arm]
             outs = [TimedOutput(rep=int(o["rep"]), input_seed=int(o["input_seed"]), spec=dict(o.get("spec") or {}),
