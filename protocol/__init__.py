@@ -5,6 +5,7 @@ produces is stamped with its :class:`ProtocolRef` (version and SHA-256 of ``prot
 """
 
 from protocol._errors import (
+    DraftProtocolRefused,
     ProtocolDigestMismatch,
     ProtocolError,
     ProtocolFileError,
@@ -13,19 +14,25 @@ from protocol._errors import (
     UnverifiedProtocolError,
 )
 from protocol._loader import (
+    DRAFT_ENV,
     LOCK_PATH,
     PROTOCOL_PATH,
     check_lock_against_released,
+    draft_label,
     file_sha256,
+    is_released_digest,
     known_digests,
     load_protocol,
     parse_protocol,
     released_digest,
+    require_released,
 )
 from protocol._released import RELEASED
 from protocol._schema import Protocol, ProtocolRef, Tolerance
 
 __all__ = [
+    "DRAFT_ENV",
+    "DraftProtocolRefused",
     "LOCK_PATH",
     "PROTOCOL_PATH",
     "RELEASED",
@@ -39,9 +46,12 @@ __all__ = [
     "Tolerance",
     "UnverifiedProtocolError",
     "check_lock_against_released",
+    "draft_label",
     "file_sha256",
+    "is_released_digest",
     "known_digests",
     "load_protocol",
     "parse_protocol",
     "released_digest",
+    "require_released",
 ]

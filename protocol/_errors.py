@@ -29,3 +29,8 @@ class ProtocolLockError(ProtocolError):
 
 class UnverifiedProtocolError(ProtocolError):
     """A result was about to be made from a Protocol that was not loaded from a digest-checked file."""
+
+
+class DraftProtocolRefused(ProtocolError):
+    """A command that states a result between runs (compare, A/B) was asked to work under a draft
+    protocol (its digest is not in ``protocol/_released.py``) without ``--allow-draft-protocol``."""

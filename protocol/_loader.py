@@ -147,3 +147,44 @@ def known_digests(lock_path: Path | None = None) -> list[tuple[str, str]]:
     """Every (version, sha256) ever pinned, oldest first: the store registers all of them."""
     lock = read_lock(lock_path or LOCK_PATH)
     return [(e.version, e.sha256) for e in lock.history]
+
+
+# ---------------------------------------------------------------------------------------- drafts
+DRAFT_ENV = "ATB_ALLOW_DRAFT_PROTOCOL"
+"""Set to ``1`` to allow a draft protocol where ``--allow-draft-protocol`` would (a whole test suite run
+under the repository's draft does; nothing else should). Read only by :func:`require_released`."""
+
+
+def is_released_digest(digest: str) -> bool:
+    """Whether ``digest`` is the digest of a released protocol version (a constant in code)."""
+    return digest in set(RELEASED.values())
+
+
+def draft_label(proto: Protocol) -> str:
+    """One line naming the protocol's standing: ``draft (unreleased) 1.6.0 <digest>`` for a draft, else
+    ``released 1.5.0 <digest>``. What `atb protocol verify` prints and reports show."""
+    kind = "draft (unreleased)" if proto.draft else "released"
+    return f"{kind} {proto.version} {proto.sha256}"
+
+
+def require_released(proto: Protocol, action: str, *, allow_draft: bool = False) -> None:
+    """Refuse to ``action`` (compare runs, decide an A/B) under a draft protocol unless allowed.
+
+    Why: a draft's numbers can be anything (``anomaly_speedup: 1000``, ``paired_seeds: 2``) and still
+    relock cleanly; a comparison stated under it would read like one under the released rules.
+    ``allow_draft`` is the CLI's ``--allow-draft-protocol``; the environment variable
+    :data:`DRAFT_ENV` set to ``1`` allows it too.
+
+    Raises:
+        DraftProtocolRefused: the protocol is a draft and neither the flag nor the variable allows it.
+    """
+    import os
+
+    from protocol._errors import DraftProtocolRefused
+
+    if not proto.draft or allow_draft or os.environ.get(DRAFT_ENV) == "1":
+        return
+    raise DraftProtocolRefused(
+        f"cannot {action} under {draft_label(proto)}: its digest is not a released one "
+        "(protocol/_released.py), so its bars are not the released rules; pass --allow-draft-protocol to do "
+        "it anyway (the output is marked protocol_draft), or release the version first")

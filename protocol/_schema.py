@@ -213,6 +213,18 @@ class Protocol(_Frozen):
         """The (version, digest) pair that every stored row carries."""
         return ProtocolRef(version=self.version, sha256=self.sha256)
 
+    @property
+    def draft(self) -> bool:
+        """True when this protocol's digest is not a released one (``protocol/_released.py``).
+
+        Why by digest and not by version: a draft can carry any version string (a bumped version with
+        ``anomaly_speedup: 1000`` relocks cleanly), but only a released digest is a constant in code.
+        Raises :class:`UnverifiedProtocolError` for a hand-built protocol, like :attr:`sha256`.
+        """
+        from protocol._released import RELEASED
+
+        return self.sha256 not in set(RELEASED.values())
+
 
 class ProtocolRef(_Frozen):
     """Version and digest of a verified protocol: what a stored row records."""

@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c = sub.add_parser("compare", help="compare two runs: usable iterations, best speedup, noise, saturation")
     c.add_argument("run_a")
     c.add_argument("run_b")
+    _add_allow_draft(c)
     add_db(c)
     add_json(c)
     c.set_defaults(handler=cmd_compare)
@@ -48,9 +49,41 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     a.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     a.add_argument("--transcripts", default=None,
                    help="folder searched for the arms' transcripts (default: next to the --db file)")
+    _add_allow_draft(a)
     add_db(a)
     add_json(a)
     a.set_defaults(handler=cmd_ab)
+
+
+def _add_allow_draft(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-draft-protocol", action="store_true",
+                   help="work under a draft (unreleased) protocol; the output says protocol_draft (issue 27)")
+
+
+def _refuse_draft_first(args: argparse.Namespace, action: str) -> Any:
+    """Load the protocol and refuse a draft before anything opens (or creates) the store."""
+    from protocol import load_protocol, require_released
+
+    protocol = load_protocol()
+    require_released(protocol, action, allow_draft=bool(getattr(args, "allow_draft_protocol", False)))
+    return protocol
+
+
+def _require_existing_store(db: str) -> None:
+    """A command that only reads results must not create a store: a missing SQLite file is bad input.
+
+    Why: opening a missing path creates an empty store, so `atb compare X Y --db typo.sqlite` used to
+    leave a fresh file behind while exiting 2 on the unknown ids (issue 27, item 7).
+
+    Raises:
+        BadInput: ``db`` names a local SQLite file that does not exist.
+    """
+    text = str(db)
+    if "://" in text and not text.startswith("sqlite:///"):
+        return                      # a server store (PostgreSQL): nothing is created by reading it
+    path = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text)
+    if not path.is_file():
+        raise BadInput(f"no results store at {path}: give --db the store the runs were recorded in")
 
 
 # ---------------------------------------------------------------------- run
@@ -150,18 +183,20 @@ def _compare_human(c: Any) -> str:
     names = {"a_better": f"{c.a.tuner_spec} (A) is better", "b_better": f"{c.b.tuner_spec} (B) is better",
              "within_noise": "no difference beyond noise", "uninformative_saturated": "uninformative: task saturated",
              "no_usable_result": "no usable result"}
+    draft = " (DRAFT, unreleased)" if getattr(c, "protocol_draft", False) else ""
     return "\n".join([f"task {c.task_id}, budget {c.budget}, device {c.device_sha256[:12]}…, protocol "
-                      f"{c.protocol_sha256[:12]}…", arm("A", c.a), arm("B", c.b),
+                      f"{c.protocol_sha256[:12]}…{draft}", arm("A", c.a), arm("B", c.b),
                       f"verdict: {names[c.verdict]} — {c.explanation}"])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.tuning.compare import compare_runs
     from atb_agent.cli._common import open_verified_store
-    from protocol import load_protocol
 
+    protocol = _refuse_draft_first(args, f"compare runs {args.run_a} and {args.run_b}")
+    _require_existing_store(args.db)
     with open_verified_store(args.db) as store:   # a store that fails `atb store verify` is refused (exit 2)
-        result = compare_runs(store, args.run_a, args.run_b, load_protocol())
+        result = compare_runs(store, args.run_a, args.run_b, protocol, allow_draft=True)  # refused above
     emit(result, args, _compare_human(result))
     return EXIT_OK
 
@@ -172,6 +207,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from atb_agent.cli._common import open_verified_store
     from protocol import load_protocol
 
+    _require_existing_store(args.db)
     with open_verified_store(args.db) as store:   # a store that fails `atb store verify` is refused (exit 2)
         files = build_report(store, list(args.runs), Path(args.out), load_protocol())
     emit(files, args, f"report written: {files.html} ({', '.join(files.pngs)})")
@@ -220,12 +256,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     from harness.store import SqliteStore
     from harness.tuning.campaigns import get_outcome
-    from protocol import load_protocol
 
-    protocol = load_protocol()
+    protocol = _refuse_draft_first(args, f"run the A/B {args.spec}")
     spec = load_spec(args.spec)
     with SqliteStore(args.db) as store:
-        reg = register(store, spec, protocol)      # refuses an edited spec under a registered id
+        reg = register(store, spec, protocol, allow_draft=True)   # draft refused above; refuses an edited spec
         existing = claimed_runs(store, reg)
     progress(f"A/B {reg.id} registered with digest {reg.spec_sha256[:16]}… at {reg.created_at}")
     for seed in spec.seeds:
@@ -246,9 +281,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
         treat = [_recording(store, r, search_dir) for r in runs if r.arm == spec.treatment.name]
         ctrl = [_recording(store, r, search_dir) for r in runs if r.arm == spec.control.name]
         delivery = check_treatment_delivery(spec, treat, ctrl)
-        outcome = decide(store, reg, protocol, delivery)
+        outcome = decide(store, reg, protocol, delivery, allow_draft=True)
         report_id = record_outcome(store, outcome, protocol)
     payload = {"registration_id": reg.id, "spec_sha256": reg.spec_sha256, "report_id": report_id,
                **outcome.model_dump(mode="json")}
-    emit(payload, args, f"A/B {reg.id}: {outcome.status} — {outcome.explanation}")
+    draft = " [under a DRAFT (unreleased) protocol]" if outcome.protocol_draft else ""
+    emit(payload, args, f"A/B {reg.id}: {outcome.status} — {outcome.explanation}{draft}")
     return EXIT_OK

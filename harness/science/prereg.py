@@ -27,7 +27,7 @@ from harness.records import canonical_json, sha256_text, utc_now
 from harness.store import IngestRejected, SqliteStore
 from harness.tuning.campaigns import CampaignInfo, get_outcome, list_campaigns, summarize
 from harness.tuning.compare import ComparisonResult, compare_runs
-from protocol import Protocol
+from protocol import Protocol, require_released
 
 PrimaryMetric = Literal["best_speedup", "usable_iterations"]
 
@@ -140,14 +140,19 @@ def get_registration(store: SqliteStore, reg_id: str) -> Registration | None:
                         created_at=r.created_at)
 
 
-def register(store: SqliteStore, spec: ABSpec, protocol: Protocol) -> Registration:
+def register(store: SqliteStore, spec: ABSpec, protocol: Protocol, *, allow_draft: bool = False) -> Registration:
     """Register ``spec`` before its arms run; registering the identical spec again returns the stored one.
 
+    A draft protocol (digest not released) is refused before anything is stored, unless ``allow_draft``
+    (``atb ab --allow-draft-protocol``): an A/B decided under bars anyone can relock is not a finding.
+
     Raises:
+        DraftProtocolRefused: a draft protocol without ``allow_draft``.
         RegistrationEdited: the id is registered with a different spec (the message gives both digests).
         PreregistrationError: the spec's usability bar is not the protocol's, its id is registered under
             another protocol, or the store refused the row.
     """
+    require_released(protocol, f"register A/B {spec.id}", allow_draft=allow_draft)
     bar = protocol.usability.ci_relative_halfwidth_max
     if spec.usability.ci_relative_halfwidth_max != bar:
         raise PreregistrationError(
@@ -300,6 +305,7 @@ class ABOutcome(_Frozen):
     explanation: str
     delivery: DeliveryCheck
     seeds: list[SeedResult]
+    protocol_draft: bool = False          # decided under a draft (unreleased) protocol (issue 27)
 
 
 def _seed_call(spec: ABSpec, c: ComparisonResult) -> tuple[SeedCall, str]:
@@ -327,8 +333,14 @@ def _seed_call(spec: ABSpec, c: ComparisonResult) -> tuple[SeedCall, str]:
     return "neither", c.explanation
 
 
-def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: DeliveryCheck) -> ABOutcome:
-    """Apply the registered decision rule to the claimed runs (one control and one treatment per seed)."""
+def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: DeliveryCheck, *,
+           allow_draft: bool = False) -> ABOutcome:
+    """Apply the registered decision rule to the claimed runs (one control and one treatment per seed).
+
+    Raises:
+        DraftProtocolRefused: a draft protocol without ``allow_draft``.
+    """
+    require_released(protocol, f"decide A/B {reg.id}", allow_draft=allow_draft)
     spec = reg.spec
     runs = claimed_runs(store, reg)
     seeds: list[SeedResult] = []
@@ -342,7 +354,7 @@ def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: 
                                     detail=f"needs one finished run per arm (control {len(ctrl)}, treatment {len(treat)})"))
             continue
         try:
-            comp = compare_runs(store, ctrl[0].id, treat[0].id, protocol)
+            comp = compare_runs(store, ctrl[0].id, treat[0].id, protocol, allow_draft=True)  # checked above
         except IncomparableError as exc:
             seeds.append(SeedResult(seed=seed, control_run=ctrl[0].id, treatment_run=treat[0].id, call="excluded",
                                     detail=str(exc)))
@@ -367,7 +379,7 @@ def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: 
         status, why = "inconclusive", (f"seeds: {calls.count('treatment')} treatment, {calls.count('control')} control, "
                                        f"{calls.count('neither')} neither; the rule needs {rule.min_seed_wins} one-sided")
     return ABOutcome(registration_id=reg.id, spec_sha256=reg.spec_sha256, status=status, explanation=why,
-                     delivery=delivery, seeds=seeds)
+                     delivery=delivery, seeds=seeds, protocol_draft=protocol.draft)
 
 
 def record_outcome(store: SqliteStore, outcome: ABOutcome, protocol: Protocol) -> str:

@@ -18,7 +18,7 @@ from harness.store import SqliteStore
 from harness.tuning.campaigns import (
     CampaignInfo, best_so_far, get_campaign, get_iterations, summarize,
 )
-from protocol import Protocol
+from protocol import Protocol, require_released
 
 CompareVerdict = Literal["a_better", "b_better", "within_noise", "uninformative_saturated", "no_usable_result"]
 
@@ -72,6 +72,7 @@ class ComparisonResult(_Frozen):
     verdict: CompareVerdict
     explanation: str
     saturation: SaturationCheck
+    protocol_draft: bool = False          # measured and judged under a draft (unreleased) protocol (issue 27)
 
 
 def check_comparable(a: CampaignInfo, b: CampaignInfo, store: SqliteStore) -> None:
@@ -172,13 +173,20 @@ def saturation(a: ArmResult, b: ArmResult, baseline_roofline: float | None, prot
                            baseline_roofline_fraction=baseline_roofline)
 
 
-def compare_runs(store: SqliteStore, run_a: str, run_b: str, protocol: Protocol) -> ComparisonResult:
+def compare_runs(store: SqliteStore, run_a: str, run_b: str, protocol: Protocol, *,
+                 allow_draft: bool = False) -> ComparisonResult:
     """Compare two stored runs.
 
+    ``allow_draft`` lets a draft protocol (digest not released) judge the pair; the result then says
+    ``protocol_draft``. Without it a draft is refused before the store is read.
+
     Raises:
+        DraftProtocolRefused: the protocol is a draft and ``allow_draft`` is False
+            (:func:`protocol.require_released`).
         NotFound: a run id is not in the store.
         IncomparableError: see :func:`check_comparable`.
     """
+    require_released(protocol, f"compare runs {run_a} and {run_b}", allow_draft=allow_draft)
     ia, ib = get_campaign(store, run_a), get_campaign(store, run_b)
     check_comparable(ia, ib, store)
     if ia.protocol_sha256 != protocol.sha256:
@@ -221,4 +229,4 @@ def compare_runs(store: SqliteStore, run_a: str, run_b: str, protocol: Protocol)
     return ComparisonResult(
         task_id=ia.task_id, device_sha256=ia.device_sha256, protocol_sha256=ia.protocol_sha256, budget=ia.budget,
         a=a, b=b, relative_difference=rel, intervals_overlap=overlap, beyond_noise=beyond, noise_floor=noise,
-        verdict=verdict, explanation=why, saturation=sat)
+        verdict=verdict, explanation=why, saturation=sat, protocol_draft=protocol.draft)

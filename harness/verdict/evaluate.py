@@ -61,6 +61,8 @@ class EvalResult(VerdictResult):
     confinement: dict[str, str] = Field(
         default_factory=dict,
         description="per arm, how its measuring child was confined: 'bwrap:...' or 'unconfined:<why>'")
+    protocol_draft: bool = Field(default=False, description=(
+        "measured under a draft protocol: its digest is not in protocol/_released.py (issue 27)"))
     evidence: Evidence | None = Field(default=None, exclude=True)
 
 
@@ -213,6 +215,8 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         "failure": col.failure.model_dump() if col.failure else None,
         "start_failure": col.start_failure.model_dump() if col.start_failure else None,
         "n_pairs": speed.n_pairs if speed else 0,
+        # issue 27: a verdict measured under an unreleased protocol says so in its own record
+        "protocol_draft": proto.draft,
         "phase_s": col.phase_s,
         # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
         "confinement": {"candidate": cand_worker.confinement, "reference": ref_worker.confinement},
@@ -251,4 +255,4 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         usable_ci=usable, task_id=t.id, start_label=t.start_label, timing_method=col.method,
         candidate_median_ns=cand_med, baseline_median_ns=detail["baseline_median_ns"], phase_s=col.phase_s,
         op_s={k: round(v, 4) for k, v in sorted(col.op_s.items())}, output_transport=detail["output_transport"],
-        confinement=dict(detail["confinement"]), evidence=evidence)
+        confinement=dict(detail["confinement"]), protocol_draft=proto.draft, evidence=evidence)

@@ -85,7 +85,8 @@ def collect(store: SqliteStore, run_ids: list[str], protocol: Protocol) -> Repor
     comparison = refusal = None
     if len(ids) == 2:
         try:
-            comparison = compare_runs(store, ids[0], ids[1], protocol)
+            # a draft is shown at the top of the report (and in the comparison's protocol_draft), not refused
+            comparison = compare_runs(store, ids[0], ids[1], protocol, allow_draft=True)
         except IncomparableError as exc:
             refusal = str(exc)
     return ReportData(title=", ".join(title_parts), arms=arms, comparison=comparison, comparison_refusal=refusal,

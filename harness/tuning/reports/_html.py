@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 
 from harness.tuning.campaigns import reason_category
 from harness.tuning.reports._data import ArmData, ReportData
-from protocol import Protocol
+from protocol import Protocol, is_released_digest
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -76,8 +76,11 @@ def _model_arms(data: ReportData) -> list[tuple[ArmData, dict[str, Any] | None]]
 def render_html(data: ReportData, protocol: Protocol, best_png: Path, usability_png: Path) -> str:
     devices = {json.dumps(a.device, sort_keys=True) for a in data.arms}
     protocols = {(a.summary.campaign.protocol_version, a.summary.campaign.protocol_sha256) for a in data.arms}
+    # issue 27: a run recorded under a draft (a digest not in protocol/_released.py) is said so at the top
+    drafts = sorted((v, d) for v, d in protocols if not is_released_digest(d))
     return _template("report.html").render(
-        data=data, protocol=protocol, model_arms=_model_arms(data),
+        data=data, protocol=protocol, model_arms=_model_arms(data), draft_protocols=drafts,
+        report_protocol_draft=protocol.draft,
         devices=[json.dumps(json.loads(d), indent=2, sort_keys=True) for d in sorted(devices)],
         protocols=sorted(protocols),
         best_png=base64.b64encode(best_png.read_bytes()).decode("ascii"),
