@@ -1,6 +1,9 @@
 """The extended verification pass for a quarantined verdict.
 
-A speedup above the anomaly threshold puts a verdict in quarantine (:mod:`harness.verdict.gates.anomaly`).
+A speedup above the anomaly threshold puts a verdict in quarantine (:mod:`harness.verdict.gates.anomaly`),
+and so does a time below what the *reference's* FLOPs take at the device's peak (protocol 1.6.0:
+:func:`harness.verdict.gates.physical.flop_trigger`; a candidate may honestly do less arithmetic, so
+that is a reason for this pass, never a rejection on its own).
 It stays there, out of every headline, until this pass clears it. The pass re-measures the same
 candidate through the real evaluation path with:
 
@@ -9,7 +12,7 @@ candidate through the real evaluation path with:
   paired seeds in all);
 * every adversarial distribution of the protocol, including any the task's metadata leaves out (a
   probe on which the reference is not finite is recorded as uninformative, not as a failure);
-* every gate again, the physical-limit check included.
+* every gate again, the physical-limit check included (the bytes the candidate must move).
 
 It clears the verdict only if every re-evaluation is correct and passes every gate other than the
 anomaly breaker itself. The outcome, cleared or not, is stored as a quarantine review with its

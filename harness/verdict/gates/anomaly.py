@@ -4,12 +4,17 @@ A speedup above ``protocol.gates.anomaly_speedup`` over the honest baseline is t
 published benchmark exploits. This gate failing alone does not reject: :func:`harness.verdict.gates.decide_status`
 then quarantines the verdict, which stays out of headlines until the extended pass
 (:func:`harness.verdict.quarantine.review_quarantine`) clears it.
+
+It also trips, at any speedup, when the candidate's time is below the time the reference's FLOPs take at
+the device's measured peak (:func:`harness.verdict.gates.physical.flop_trigger`, protocol 1.6.0): fewer
+operations than the reference may be an honest algebraic rewrite, so that is scrutiny, not a rejection.
 """
 
 from __future__ import annotations
 
 from harness.measure.evidence import Evidence
 from harness.verdict.gates._base import gate
+from harness.verdict.gates.physical import flop_trigger
 from protocol import Protocol
 
 NAME = "anomaly"
@@ -18,12 +23,13 @@ NAME = "anomaly"
 @gate(NAME)
 def anomaly_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
     limit = protocol.gates.anomaly_speedup
+    below_flops = flop_trigger(evidence, protocol)
+    problems = [below_flops] if below_flops else []
     if evidence.ratio is None:
-        return [], "no speedup was measured, so none is anomalous"
+        return problems, "no speedup was measured, so none is anomalous"
     if evidence.ratio > limit:
-        return [
+        problems.append(
             f"speedup {evidence.ratio:.2f}x is above the anomaly threshold {limit:g}x "
             "(protocol gates.anomaly_speedup): quarantined until the extended verification pass "
-            "(more seeds, adversarial inputs, physical limit) clears it"
-        ], ""
-    return [], f"speedup {evidence.ratio:.2f}x is within the anomaly threshold {limit:g}x"
+            "(more seeds, adversarial inputs, physical limit) clears it")
+    return problems, f"speedup {evidence.ratio:.2f}x is within the anomaly threshold {limit:g}x"

@@ -1,16 +1,24 @@
-"""Physical limit: a measured time below the task's roofline floor on the measured device is impossible.
+"""Physical limit: a measured time below what the bytes physically require on the measured device is impossible.
 
-The floor is ``max(bytes / bandwidth, flops / peak)`` on the ceilings measured in this session
-(:class:`harness.records.DeviceCeilings`), relaxed by ``gates.physical_limit_slack``. On CPU, where repetitions are not preceded by a cache
-flush, a cache-resident working set legitimately moves faster than the large-copy ceiling, so the
-bandwidth is multiplied by ``gates.physical_cpu_cache_factor``; on CUDA the L2 is flushed before
-every repetition and the DRAM ceiling applies as measured. The figures come from
+The floor is ``bytes / bandwidth`` on the ceilings measured in this session
+(:class:`harness.records.DeviceCeilings`), relaxed by ``gates.physical_limit_slack``: the bytes any
+correct candidate must move, its output written and its inputs read. On CPU, where repetitions are
+not preceded by a cache flush, a cache-resident working set legitimately moves faster than the
+large-copy ceiling, so the bandwidth is multiplied by ``gates.physical_cpu_cache_factor``; on CUDA the
+L2 is flushed before every repetition and the DRAM ceiling applies as measured. The bytes come from
 :mod:`harness.tasks._cost`: declared by a native task, or counted from a KernelBench file's reference
-(bytes = inputs + outputs; FLOPs from torch's FlopCounterMode on the meta device), each with its source
-(``Evidence.task_bytes_source`` / ``task_flops_source``), which the gate's detail repeats so a reader
-knows what the floor rests on. A task with no byte figure still has a hard floor: its output must be
-written, so the reference output's size is used. A time below the floor means the work was skipped,
-cached, or done outside the timed region.
+(inputs + outputs), with their source (``Evidence.task_bytes_source``), which the gate's detail repeats
+so a reader knows what the floor rests on. A task with no byte figure still has a hard floor: its
+output must be written, so the reference output's size is used. A time below that floor means the
+work was skipped, cached, or done outside the timed region.
+
+Why the reference's FLOPs are not in the floor (protocol 1.6.0, issue 25): they count the work the
+*reference* does, which bounds nothing about a candidate that does less (``A@B + A@C`` computed as
+``A@(B+C)`` does half the multiplications and was rejected at an honest 1.8x on the H200). A time
+below the reference's FLOPs at the device's peak (:func:`flop_trigger`) is instead a reason for a
+second look: the anomaly breaker (:mod:`harness.verdict.gates.anomaly`) quarantines such a verdict
+and the quarantine's extended pass (:mod:`harness.verdict.quarantine`: more seeds, every adversarial
+input, every gate, this byte floor included) decides it. It never rejects on its own.
 """
 
 from __future__ import annotations
@@ -62,10 +70,39 @@ def figure_sources(evidence: Evidence) -> tuple[str, str]:
     return bsrc, fsrc
 
 
+def bandwidth(evidence: Evidence, protocol: Protocol) -> float | None:
+    """The byte rate the floor uses: the session's copy ceiling, times the CPU cache factor on a CPU."""
+    if evidence.ceilings is None:
+        return None
+    factor = protocol.gates.physical_cpu_cache_factor if evidence.backend == "cpu" else 1.0
+    return evidence.ceilings.bytes_per_s * factor
+
+
+def flop_trigger(evidence: Evidence, protocol: Protocol) -> str | None:
+    """Why the candidate's time deserves the extended pass, or None: its median is below the time the
+    *reference's* FLOPs take at the measured peak (relaxed by ``gates.physical_limit_slack``).
+
+    A candidate may legitimately do fewer operations than the reference (an algebraic rewrite), so
+    this is a trigger for scrutiny, never a rejection: the anomaly breaker reads it and quarantines.
+    """
+    ceil, flops, t = evidence.ceilings, evidence.task_flops or 0.0, evidence.candidate_median_ns
+    if ceil is None or not flops or t is None or t <= 0 or not evidence.candidate_timed:
+        return None
+    floor_ns = flops / ceil.flops_per_s * 1e9 / protocol.gates.physical_limit_slack
+    if t >= floor_ns:
+        return None
+    _, fsrc = figure_sources(evidence)
+    return (f"the candidate's median {t:.0f} ns is below the time the reference's {flops:.3g} flops ({fsrc}) take at "
+            f"the measured peak {ceil.flops_per_s / 1e12:.3g} TFLOP/s ({floor_ns:.0f} ns, slack "
+            f"{protocol.gates.physical_limit_slack:g}): it does less arithmetic than the reference, which an "
+            "algebraic rewrite may honestly do; quarantined for the extended pass")
+
+
 @gate(NAME)
 def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
     ceil = evidence.ceilings
-    if ceil is None:
+    rate = bandwidth(evidence, protocol)
+    if ceil is None or rate is None:
         return ["no device ceilings were measured in this session, so the physical limit cannot be checked "
                 "(open the session with harness.measure.session.open_measurement_session, which measures them)"], ""
     if not evidence.candidate_timed:
@@ -74,20 +111,17 @@ def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], st
     if t is None or t <= 0:
         return ["no positive candidate time was measured, so the physical limit cannot be checked"], ""
     nbytes = evidence.task_bytes if evidence.task_bytes is not None else output_bytes(evidence)
-    flops = evidence.task_flops or 0.0
-    bytes_src, flops_src = figure_sources(evidence)
-    if nbytes is None and not flops:
-        return ["the task declares neither bytes nor flops and no reference output size was recorded, so "
-                "no floor can be computed"], ""
+    bytes_src, _ = figure_sources(evidence)
+    if nbytes is None:
+        return ["the task declares no bytes and no reference output size was recorded, so no floor can be "
+                "computed"], ""
     slack = protocol.gates.physical_limit_slack
-    bandwidth = ceil.bytes_per_s * (protocol.gates.physical_cpu_cache_factor if evidence.backend == "cpu" else 1.0)
-    bytes_ns = (nbytes or 0.0) / bandwidth * 1e9
-    flops_ns = flops / ceil.flops_per_s * 1e9
-    floor_ns = max(bytes_ns, flops_ns) / slack
-    what = f"{nbytes or 0:.3g} bytes ({bytes_src}) at {bandwidth / 1e9:.3g} GB/s, {flops:.3g} flops " \
-           f"({flops_src}) at {ceil.flops_per_s / 1e12:.3g} TFLOP/s ({ceil.method})"
+    floor_ns = nbytes / rate * 1e9 / slack
+    what = f"{nbytes:.3g} bytes ({bytes_src}) at {rate / 1e9:.3g} GB/s ({ceil.method})"
     if t < floor_ns:
         return [f"the candidate's median {t:.0f} ns is below the physical floor {floor_ns:.0f} ns "
                 f"({what}, slack {slack:g}): impossible on this device, so the work was skipped, cached "
                 "or done outside the timed region"], ""
-    return [], f"median {t:.0f} ns is above the floor {floor_ns:.0f} ns ({what})"
+    note = "; below the reference's FLOP time: quarantined for the extended pass" \
+        if flop_trigger(evidence, protocol) else ""
+    return [], f"median {t:.0f} ns is above the floor {floor_ns:.0f} ns ({what}){note}"

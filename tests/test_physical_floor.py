@@ -1,0 +1,67 @@
+"""Issue 25 (protocol 1.6.0): the physical floor is the bytes a candidate must move; the reference's FLOPs
+only send a verdict to the quarantine's extended pass.
+
+Why: ``A@B + A@C`` computed as ``A@(B+C)`` does half the multiplications of the reference. The old floor,
+built on the reference's FLOPs, rejected it as impossible at an honest 1.8x (H200) / 1.97x (CPU).
+"""
+
+from __future__ import annotations
+
+from harness.measure.evidence import Comparison, Evidence, TimedFacts
+from harness.records import DeviceCeilings
+from harness.verdict.gates import decide_status, run_gates
+from harness.verdict.gates.physical import flop_trigger
+from protocol import load_protocol
+
+P = load_protocol()
+N = 1024
+REFERENCE_FLOPS = 2 * (2.0 * N ** 3)            # A@B and A@C
+BYTES = 4.0 * (3 * N * N + N * N)               # A, B, C read, the output written (fp32)
+CEIL = DeviceCeilings(bytes_per_s=2e10, flops_per_s=1e11, method="test")
+
+
+def _evidence(candidate_ns: float, ratio: float) -> Evidence:
+    reps = [TimedFacts(seed=s, times_ns=[candidate_ns] * 10, wall_ns=candidate_ns * 10, timed_total_ns=candidate_ns * 10)
+            for s in range(5)]
+    base = [TimedFacts(seed=s, times_ns=[candidate_ns * ratio] * 10, wall_ns=candidate_ns * ratio * 10,
+                       timed_total_ns=candidate_ns * ratio * 10) for s in range(5)]
+    return Evidence(task_id="kb:ab_plus_ac", backend="cpu", candidate_timed=reps, baseline_timed=base,
+                    ratio=ratio, ci_low=ratio * 0.97, ci_high=ratio * 1.03, candidate_median_ns=candidate_ns,
+                    ceilings=CEIL, task_bytes=BYTES, task_flops=REFERENCE_FLOPS,
+                    task_bytes_source="io:measured", task_flops_source="flop_counter:meta")
+
+
+def _gates(ev: Evidence) -> dict[str, tuple[bool, str]]:
+    return {g.name: (g.passed, g.detail) for g in run_gates(ev, P)
+            if g.name in ("physical_limit", "anomaly")}
+
+
+def test_fewer_flops_than_the_reference_is_scrutiny_not_rejection() -> None:
+    ref_ns = REFERENCE_FLOPS / CEIL.flops_per_s * 1e9      # the reference at the peak: 42.9 ms
+    ev = _evidence(ref_ns / 1.97, 1.97)                     # half the multiplications, an honest 1.97x
+    g = _gates(ev)
+    assert g["physical_limit"][0], g["physical_limit"][1]
+    assert "below the reference's FLOP time" in g["physical_limit"][1]
+    assert not g["anomaly"][0] and "less arithmetic than the reference" in g["anomaly"][1]
+    assert flop_trigger(ev, P) is not None
+    # the decision: quarantined (the extended pass decides), never rejected by these two gates alone
+    correct = ev.model_copy(update={"comparisons": [Comparison(seed=1, distribution="task", phase="correctness",
+                                                               passed=True)]})
+    two = [x for x in run_gates(correct, P) if x.name in ("physical_limit", "anomaly")]
+    status, reason = decide_status(two, correct, P)
+    assert status == "quarantined" and "less arithmetic" in reason, reason
+
+
+def test_a_time_above_the_reference_flops_needs_no_second_look() -> None:
+    ref_ns = REFERENCE_FLOPS / CEIL.flops_per_s * 1e9
+    g = _gates(_evidence(ref_ns * 1.2, 1.5))
+    assert g["physical_limit"][0] and g["anomaly"][0], g
+    assert flop_trigger(_evidence(ref_ns * 1.2, 1.5), P) is None
+
+
+def test_below_the_bytes_it_must_move_is_still_impossible() -> None:
+    bytes_ns = BYTES / (CEIL.bytes_per_s * P.gates.physical_cpu_cache_factor) * 1e9 / P.gates.physical_limit_slack
+    g = _gates(_evidence(bytes_ns * 0.5, 8.0))
+    assert not g["physical_limit"][0] and "below the physical floor" in g["physical_limit"][1]
+    assert g["physical_limit"][1].count("bytes") >= 1 and "flops" not in g["physical_limit"][1]
+    assert _gates(_evidence(bytes_ns * 1.5, 8.0))["physical_limit"][0]
