@@ -42,6 +42,9 @@ class CudaTimingParams(_Frozen):
     graph_static_sets_max_bytes: PositiveInt
     graph_replay_below_us: PositiveFloat
     graph_replays: PositiveInt
+    # launch-bound calls (host launch time >= this fraction of the event time) are timed by graph
+    # replay too; 1.6.0 (JUSTIFICATION 10). The default keeps protocols before 1.6.0 loading unchanged.
+    graph_replay_launch_bound: float = Field(default=float("inf"), gt=0)
 
 
 class CeilingParams(_Frozen):
@@ -90,6 +93,14 @@ class CorrectnessParams(_Frozen):
     # a second time on the same input; where its two runs differ (a nondeterministic reference), the
     # candidate may differ by k times that spread more (max absolute error, and relative L2).
     reference_spread_factor: NonNegativeFloat = 0.0
+    # How an adversarial class's inputs are made (JUSTIFICATION, 1.6.0 input classes): "factory" re-runs
+    # the problem's own get_inputs with its continuous random draws taken from the class's distribution,
+    # so the structure it builds (tril, symmetry, softmax, integer ranges) is kept; "redraw", the rule
+    # before 1.6.0, redraws every floating-point input whole.
+    class_inputs: Literal["factory", "redraw"] = "redraw"
+    # True: a class on which the reference itself raises is skipped for that problem from then on and
+    # recorded, never judged as the candidate's failure; False: it ends the evaluation as a reference failure.
+    skip_classes_reference_fails: bool = False
 
 
 class GateParams(_Frozen):

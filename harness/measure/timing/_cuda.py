@@ -40,6 +40,7 @@ class CudaTimer:
         self._current_stream = torch.cuda.current_stream
         self._stream_sync = torch.cuda.Stream.synchronize
         self.originals = {name: _lookup(torch, name) for name in _WATCHED}
+        self.last_launch_ns = 0.0   # host ns inside one call during the last calibration (median of 5)
 
     def intact(self) -> dict[str, bool]:
         """Whether each CUDA timing function torch exposes is still the one bound at start-up."""
@@ -67,18 +68,26 @@ class CudaTimer:
         """Warm up for about ``warmup_ms`` and return (repetitions for ``rep_ms``, ns per call).
 
         As in ``do_bench``: five flushed calls estimate the time of one, the warm-up count follows
-        from it, and the repetition count is clamped to [min_reps, max_reps].
+        from it, and the repetition count is clamped to [min_reps, max_reps]. The host time spent
+        inside ``call()`` (launching, without waiting for the device) is kept in ``last_launch_ns``:
+        when it is a large part of the event time the device was starved by the host, and an
+        event-timed figure measures this host's launch speed, which on the H200 machine varied by
+        15-40% between two identical processes (JUSTIFICATION, protocol 1.6.0).
         """
         call()
         self._sync()
         starts, ends = self._events(5), self._events(5)
+        launch: list[int] = []
         for i in range(5):
             self._flush.zero_()
             self._record(starts[i])
+            t0 = _now()
             call()
+            launch.append(_now() - t0)
             self._record(ends[i])
         self._sync()
         est_ms = max(1e-6, sorted(self._elapsed(s, e) for s, e in zip(starts, ends))[2])
+        self.last_launch_ns = float(sorted(launch)[2])
         for _ in range(max(1, int(warmup_ms / est_ms))):
             call()
         self._sync()
@@ -96,26 +105,31 @@ class CudaTimer:
         """
         starts, ends = self._events(reps), self._events(reps)
         captured: dict[int, Any] = {}
+        harness: list[float] = []   # per repetition: host ns of the loop's own work (BlockTiming.harness_ns)
         self._sync()
         refill = 0
         wall0 = _now()
         for rep in range(reps):
             if before_rep is not None:
                 refill += self._refill(before_rep, rep)
+            h0 = _now()
             self._flush.zero_()
             self._record(starts[rep])
+            c0 = _now()
             out = call_rep(rep)
+            c1 = _now()
             self._record(ends[rep])
             if rep in capture:
                 captured[rep] = out
             out = None
+            harness.append(float((c0 - h0) + (_now() - c1)))
         self._sync()
         wall = _now() - wall0 - refill
         if after_rep is not None:
             after_rep(reps)
         times = [self._elapsed(s, e) * 1e6 for s, e in zip(starts, ends)]
         return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(sum(times)),
-                           method="cuda-events+l2flush", captured=captured)
+                           method="cuda-events+l2flush", captured=captured, harness_ns=harness)
 
     def capture_graphs(self, call_on: Callable[[int], Any], n_sets: int, replays: int) -> list[tuple[Any, Any]] | None:
         """Capture one graph of ``replays`` calls, call ``i`` on static input set ``i % n_sets``;
@@ -158,22 +172,27 @@ class CudaTimer:
         self._sync()
         refill = 0
         wall0 = _now()
+        harness: list[float] = []   # per repetition: host ns of the loop's own work (BlockTiming.harness_ns)
         for rep in range(reps):
             g, outs = graphs[rep % len(graphs)]
             if before_rep is not None:
                 refill += self._refill(before_rep, rep)
+            h0 = _now()
             self._flush.zero_()
             self._record(starts[rep])
+            c0 = _now()
             self._replay(g)
+            c1 = _now()
             self._record(ends[rep])
             if rep in capture:
                 self._sync()
                 captured[rep] = _clone(outs[-1])
+            harness.append(float((c0 - h0) + (_now() - c1)))
         self._sync()
         wall = _now() - wall0 - refill
         times = [self._elapsed(s, e) * 1e6 / replays for s, e in zip(starts, ends)]
         return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(sum(times)) * replays,
-                           method=f"cuda-graph(replays={replays})+l2flush", captured=captured)
+                           method=f"cuda-graph(replays={replays})+l2flush", captured=captured, harness_ns=harness)
 
 
 _WATCHED = ("torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.synchronize",
