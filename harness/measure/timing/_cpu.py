@@ -44,9 +44,12 @@ def time_block_sets(call: Callable[[int, int], Any], reps: int, inner: int, capt
     ``before_rep(rep)`` runs outside the timed region before each repetition (it hands the loop that
     repetition's fresh input sets, so no call sees values an earlier call saw); its own time is left
     out of ``wall_ns`` too, so the escape gate's wall/timed ratio still measures only the candidate.
-    The output of the last call of each repetition in ``capture`` is kept for checking.
+    The output of the last call of each repetition in ``capture`` is kept for checking. Each
+    repetition's own bookkeeping outside the timed loop is recorded in ``harness_ns`` (see
+    :class:`~harness.measure.timing._block.BlockTiming`).
     """
     times: list[float] = []
+    harness: list[float] = []
     captured: dict[int, Any] = {}
     timed_total = 0
     refill = 0
@@ -56,6 +59,7 @@ def time_block_sets(call: Callable[[int, int], Any], reps: int, inner: int, capt
             r0 = _now()
             before_rep(rep)
             refill += _now() - r0
+        h0 = _now()
         out = None
         t0 = _now()
         for i in range(inner):
@@ -65,6 +69,7 @@ def time_block_sets(call: Callable[[int, int], Any], reps: int, inner: int, capt
         times.append((t1 - t0) / inner)
         if rep in capture:
             captured[rep] = out
+        harness.append(float((t0 - h0) + (_now() - t1)))
     wall = _now() - start - refill
     return BlockTiming(times_ns=times, wall_ns=float(wall), timed_total_ns=float(timed_total),
-                       method=f"cpu-perf_counter(inner={inner})", captured=captured)
+                       method=f"cpu-perf_counter(inner={inner})", captured=captured, harness_ns=harness)
