@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, runtime_checkable
+from typing import Protocol as _Interface
 
 from harness.records import Backend, SubjectKind
 from harness.store import SqliteStore
@@ -25,14 +26,15 @@ def random_search_task(task: str | Path | Subject, *, store: SqliteStore, protoc
                        preregistration_id: str | None = None, arm: str | None = None,
                        on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None) -> CampaignSummary:
     """Run the seeded random-search baseline on a task (a name, a task file, or a loaded subject): a
-    native kernel task or a task file with a knob space, or an engine task over its flag space.
+    native kernel task or a task file with a knob space, a KernelBench-format file over the module
+    space of ``backend`` (:mod:`harness.tasks._module_space`), or an engine task over its flag space.
 
     Raises:
         TaskError / EngineTaskError: the task does not load.
-        KnobSpaceError: the task declares no knob space, so there is nothing to search.
+        KnobSpaceError: the task has no space on ``backend`` (a module space on mlx), so there is nothing to search.
         DeviceUnavailableError: ``backend`` cannot run here.
     """
-    subject = load_subject(task) if isinstance(task, (str, Path)) else task
+    subject = on_backend(load_subject(task) if isinstance(task, (str, Path)) else task, backend)
     space = subject.search_space()
     if campaign_id is not None:
         prior = _check_resume(store, protocol, campaign_id, task_id=subject.id, kind=subject.kind, budget=budget,
@@ -52,6 +54,19 @@ def random_search_task(task: str | Path | Subject, *, store: SqliteStore, protoc
             on_iteration=on_iteration)
     finally:
         session.close()
+
+
+@runtime_checkable
+class BackendBound(_Interface):
+    """A subject whose search space depends on the backend it is measured on (a kernel task searched over
+    the module space: CUDA-only knobs exist only on CUDA). An optional capability, not a subject kind."""
+
+    def on_backend(self, backend: Backend) -> Subject: ...
+
+
+def on_backend(subject: Subject, backend: Backend) -> Subject:
+    """``subject`` with its search space fixed to ``backend``'s where it has such a dependence, else itself."""
+    return subject.on_backend(backend) if isinstance(subject, BackendBound) else subject
 
 
 def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from harness.records import Backend, SubjectKind
-from harness.space import KnobSpace, KnobSpaceError
+from harness.space import KnobSpace
 from harness.tasks import Task, load_task
+from harness.tasks._module_space import ModuleSpace, module_space, render_point
 from harness.tuning.subjects._protocol import NoCandidate, SessionPurpose, SubjectSession, ToolBrief
 
 if TYPE_CHECKING:
@@ -31,10 +32,19 @@ class KernelSubject:
     candidate_file = KERNEL_CANDIDATE_FILE
     sandbox_mounts_torch = True
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, backend: Backend | None = None) -> None:
         self.task = task
         # what evaluate_candidate is given: the native name, or the task file's path
         self._ref = task.id if task.kind == "native" else str(task.path)
+        # the backend a task without declared knobs draws its module space for (None: the CPU's)
+        self.backend: Backend | None = backend
+        self._module: ModuleSpace | None = None
+
+    def on_backend(self, backend: Backend) -> KernelSubject:
+        """This subject with its search space fixed to ``backend``'s: a task without declared knobs is
+        searched over the module space, whose CUDA-only knobs exist only on CUDA
+        (:func:`harness.tuning.search.random_search_task` binds the campaign's backend)."""
+        return KernelSubject(self.task, backend)
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> KernelSubject:
@@ -69,18 +79,41 @@ class KernelSubject:
 
     # -------------------------------------------------------------- the search problem
     def search_space(self) -> KnobSpace:
-        if not self.task.knob_space:
-            raise KnobSpaceError(f"task {self.id} declares no knob space (ATB_META['knobs']); random search needs one")
-        return KnobSpace.coerce(self.task.knob_space)
+        """The task's declared knob space; for a task that declares none (a KernelBench file) the module
+        space (:mod:`harness.tasks._module_space`) on this subject's backend (the CPU's when unbound).
+
+        Raises:
+            KnobSpaceError: the subject is bound to a backend with no module space (mlx).
+        """
+        if self.task.knob_space:
+            return KnobSpace.coerce(self.task.knob_space)
+        return self.module_space().space
+
+    def module_space(self) -> ModuleSpace:
+        """The module space of this task on this subject's backend, counted once per subject.
+
+        Raises:
+            KnobSpaceError: the backend is not cpu or cuda.
+        """
+        if self._module is None:
+            self._module = module_space(self.task, self.backend or "cpu")
+        return self._module
 
     def render(self, config: dict[str, Any]) -> str:
-        return self.task.render_candidate(config)
+        if self.task.knob_space:
+            return self.task.render_candidate(config)
+        return render_point(self.task, config)
 
     def campaign_config(self) -> dict[str, Any]:
         return {}
 
     def search_config(self) -> dict[str, Any]:
-        return {"knob_space": self.search_space().model_dump(mode="json")}
+        """The knob space searched; for a module space also its renderer, backend and the facts it was
+        derived from, so a campaign's draws can be reproduced from its stored config."""
+        if self.task.knob_space:
+            return {"knob_space": self.search_space().model_dump(mode="json")}
+        ms = self.module_space()
+        return {"knob_space": ms.space.model_dump(mode="json"), "module_space": ms.record()}
 
     # -------------------------------------------------------------- measuring
     def check_ready(self) -> None:
