@@ -413,7 +413,8 @@ class Collector:
         while n_capture and len(capture) < min(n_capture, total_c):
             capture = sorted(set(capture) | {secrets.randbelow(total_c)})
         acc: dict[str, dict[str, Any]] = {a: {"times": [], "rounds": [], "wall": 0.0, "timed": 0.0, "parent": 0.0,
-                                              "handler": 0.0, "outs": [], "other": 0.0, "method": ""} for a in prep}
+                                              "handler": 0.0, "outs": [], "other": 0.0, "method": "",
+                                              "harness": []} for a in prep}
         for r in range(rounds):
             order = self._active_arms()
             k = r % len(order)
@@ -435,6 +436,7 @@ class Collector:
                 a["handler"] += float(rep.get("handler_ns", rep["wall_ns"]))
                 a["timed"] += float(rep["timed_total_ns"])
                 a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
+                a["harness"].extend(float(x) for x in rep.get("harness_ns", []))   # the loop's own host work
                 a["outs"].extend(rep["timed_outputs"])
                 a["method"] = str(rep["method"])
         for arm in self._active_arms():
@@ -446,6 +448,7 @@ class Collector:
                                 output_path=str(o.get("output_path", ""))) for o in a["outs"]]
             facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
                                parent_wall_ns=a["parent"], handler_ns=a["handler"], timed_outputs=outs,
+                               harness_rep_ns=a["harness"] if len(a["harness"]) == len(a["times"]) else [],
                                input_hashes_before=list(fin.get("input_hashes_before", prep[arm]["input_hashes_before"])),
                                input_hashes_after=list(fin["input_hashes_after"]),
                                threads_after=int(fin["threads_after"]), method=a["method"],

@@ -68,6 +68,11 @@ class TimedFacts(_Fact):
     # the worker's bound clock around its whole handling of the commands (the timed loop and the harness
     # work around it: input sets, mutation checks, cache release); 0: not recorded (wall_ns stands in)
     handler_ns: float = 0
+    # per repetition, in measuring order: host ns the timing loop spent in its own work inside the wall
+    # window (flush launch, event records, output capture; not the call, not the refill). The escape gate
+    # subtracts it from the wall (issue 25: exposed on a fast candidate, hidden by the reference's
+    # longer kernels). Empty: not recorded (the baseline's excess stands in).
+    harness_rep_ns: list[float] = Field(default_factory=list)
     timed_outputs: list[TimedOutput] = Field(default_factory=list)
     input_hashes_before: list[str] = Field(default_factory=list)
     input_hashes_after: list[str] = Field(default_factory=list)

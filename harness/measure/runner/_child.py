@@ -733,7 +733,7 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
         _free_device(2 * S.set_bytes)  # heavy arms take turns: this arm's cache goes back between blocks
     return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
             "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs,
-            "handler_ns": float(_now() - t_cmd)}
+            "harness_ns": bt.harness_ns, "handler_ns": float(_now() - t_cmd)}
 
 
 def _spec_seed(spec: dict[str, Any]) -> int:
