@@ -68,6 +68,26 @@ class FileEntry(_Frozen):
     kind: FileKind
     size: int
 
+    @property
+    def shown(self) -> str:
+        """The path as one safe line of a listing: :func:`shown_path`."""
+        return shown_path(self.path)
+
+
+def shown_path(path: str) -> str:
+    """A workspace path as it may appear in a one-entry-per-line listing.
+
+    Why: a file name may hold a newline (or a carriage return, a Unicode line separator, an escape
+    sequence), so printing it raw lets a file spoof extra entries in ``list_files`` (issue 27). A path
+    with any non-printable character, a backslash or a double quote is shown JSON-quoted (``"a\\nb"``);
+    every other path is shown as it is, so ordinary listings do not change.
+    """
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    import json
+
+    return json.dumps(path, ensure_ascii=True)
+
 
 class CopiedFile(_Frozen):
     path: str

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from harness.redact import redact, redact_obj
 from sandbox import CopyOutError, Sandbox, SandboxError
 from tools._args import (
     EditFileArgs,
@@ -44,6 +45,31 @@ class _Tool:
 
 def _error(message: str) -> ToolOutcome:
     return ToolOutcome(content=f"error: {message}", is_error=True)
+
+
+def _split_long_lines(lines: list[str], cap: int) -> list[str]:
+    """``lines`` with every line over ``cap`` UTF-8 bytes cut into pieces of at most ``cap`` bytes.
+
+    Why: ``read_file`` returns whole lines up to the output cap, so a single line over the cap (a
+    64 KiB minified blob) could never be returned at all: each call answered "read on with
+    start_line=N" for the same N (issue 27). A piece of a long line counts as a line for
+    ``start_line``/``max_lines`` (files without such lines number as before); cuts fall on character
+    boundaries, so the pieces concatenate to the original text.
+    """
+    out: list[str] = []
+    for line in lines:
+        raw = line.encode()
+        if len(raw) <= cap:
+            out.append(line)
+            continue
+        start = 0
+        while start < len(raw):
+            end = min(start + cap, len(raw))
+            while end < len(raw) and end > start + 1 and (raw[end] & 0xC0) == 0x80:
+                end -= 1            # never cut inside a character: back off to its first byte
+            out.append(raw[start:end].decode())
+            start = end
+    return out
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -111,7 +137,16 @@ class ToolBox:
 
     # -- dispatch -----------------------------------------------------------------------------------
     def call(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
-        """Run one tool call. Never raises: every failure is ``is_error=True`` with a message."""
+        """Run one tool call. Never raises: every failure is ``is_error=True`` with a message.
+
+        What the model reads is redacted (:func:`harness.redact.redact`): a command's output, a file, an
+        error or a verdict holding a URL's password or an API token is shown with ``<redacted>`` (issue 27).
+        """
+        outcome = self._call(name, arguments)
+        return ToolOutcome(content=redact(outcome.content), is_error=outcome.is_error,
+                           submitted=None if outcome.submitted is None else redact_obj(outcome.submitted))
+
+    def _call(self, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
         tool = self._tools.get(name)
         if tool is None:
             return _error(f"unknown tool {name!r}; the tools are: {', '.join(self._tools)}")
@@ -140,9 +175,10 @@ class ToolBox:
         entries, truncated = self.sandbox.list_files(a.path, a.recursive)
         if not entries:
             return ToolOutcome(content=f"{a.path}: empty")
-        lines = [f"{e.path}/" if e.kind == "dir" else
-                 (f"{e.path} (symbolic link, not followed)" if e.kind == "symlink" else
-                  (f"{e.path} ({e.size} bytes)" if e.kind == "file" else f"{e.path} ({e.kind})"))
+        # e.shown: a name holding a newline is JSON-quoted, so one entry is always one line (issue 27)
+        lines = [f"{e.shown}/" if e.kind == "dir" else
+                 (f"{e.shown} (symbolic link, not followed)" if e.kind == "symlink" else
+                  (f"{e.shown} ({e.size} bytes)" if e.kind == "file" else f"{e.shown} ({e.kind})"))
                  for e in entries]
         if truncated:
             lines.append(f"... listing truncated at {len(entries)} entries")
@@ -151,7 +187,7 @@ class ToolBox:
     def _read_file(self, a: ReadFileArgs) -> ToolOutcome:
         data = self.sandbox.read_file(a.path)
         text = data.decode("utf-8", errors="replace")
-        lines = text.splitlines(keepends=True)
+        lines = _split_long_lines(text.splitlines(keepends=True), self._read_cap)
         if a.start_line > max(len(lines), 1):
             return _error(f"{a.path} has {len(lines)} lines; start_line {a.start_line} is past its end")
         chosen = lines[a.start_line - 1:] if a.max_lines is None else lines[a.start_line - 1:a.start_line - 1 + a.max_lines]

@@ -153,6 +153,15 @@ def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]]) -> None:
             raise SweepSpecError(f"tuners: {exc}") from exc
         if parsed.kind == "replay" and not Path(parsed.arg).is_file():
             raise SweepSpecError(f"tuners: {spec!r}: no transcript at {parsed.arg}")
+        if parsed.kind == "entry_point":
+            # an unknown name is bad input before Ray starts (issue 27: it used to start Ray and exit 1
+            # after 14 s); installed entry points are listed here, not loaded, as `atb run --tuner` does
+            from atb_agent.tuners import TUNERS
+
+            try:
+                TUNERS.require(parsed.name)
+            except TunerSpecError as exc:
+                raise SweepSpecError(f"tuners: {spec!r}: {' '.join(str(exc).split())}") from exc
         if parsed.kind == "random":
             for _, subject in tasks:
                 try:

@@ -32,23 +32,49 @@ def ceilings_from_facts(facts: dict[str, Any]) -> DeviceCeilings:
                           method=str(facts["method"]))
 
 
-def roofline_floor_ns(task_bytes: float | None, task_flops: float | None, ceilings: DeviceCeilings) -> float | None:
-    """The least time the device could take: max(bytes / bandwidth, flops / rate), in ns."""
+def roofline_floor_ns(task_bytes: float | None, task_flops: float | None, ceilings: DeviceCeilings,
+                      cache_factor: float = 1.0) -> float | None:
+    """The least time the device could take: max(bytes / bandwidth, flops / rate), in ns.
+
+    ``cache_factor`` multiplies the bandwidth: on CPU, where repetitions run without a cache flush, a
+    cache-resident working set moves faster than the large-copy ceiling (``gates.physical_cpu_cache_factor``,
+    the same ceiling the physical-limit gate uses)."""
     terms = []
     if task_bytes:
-        terms.append(task_bytes / ceilings.bytes_per_s)
+        terms.append(task_bytes / (ceilings.bytes_per_s * cache_factor))
     if task_flops:
         terms.append(task_flops / ceilings.flops_per_s)
     return max(terms) * 1e9 if terms else None
 
 
-def roofline_fraction(task_bytes: float | None, task_flops: float | None, ceilings: DeviceCeilings | None,
-                      time_ns: float | None) -> float | None:
-    """The achieved fraction of the roofline floor (1.0 = at the ceiling), or None if undeclared."""
+def achieved_fraction(task_bytes: float | None, task_flops: float | None, ceilings: DeviceCeilings | None,
+                      time_ns: float | None, *, cache_factor: float = 1.0) -> float | None:
+    """floor / time as measured, unbounded: above 1.0 it says the ceiling is too low (a defect), or None."""
     if ceilings is None or time_ns is None or time_ns <= 0:
         return None
-    floor = roofline_floor_ns(task_bytes, task_flops, ceilings)
+    floor = roofline_floor_ns(task_bytes, task_flops, ceilings, cache_factor)
     return None if floor is None else floor / time_ns
+
+
+def roofline_fraction(task_bytes: float | None, task_flops: float | None, ceilings: DeviceCeilings | None,
+                      time_ns: float | None, *, cache_factor: float = 1.0) -> float | None:
+    """The achieved fraction of the roofline floor (1.0 = at the ceiling), or None if undeclared.
+
+    Never above 1.0: a physical fraction over 100% means the ceiling it was taken against is wrong
+    (an honest ReLU on CPU read 1.86 against the DRAM copy ceiling while its input sat in cache), not
+    that the kernel saturated the device. Such a figure is None here; :func:`ceiling_defect` words it.
+    """
+    raw = achieved_fraction(task_bytes, task_flops, ceilings, time_ns, cache_factor=cache_factor)
+    return None if raw is None or raw > 1.0 else raw
+
+
+def ceiling_defect(raw_fraction: float | None, ceilings: DeviceCeilings | None) -> str | None:
+    """One line saying why no roofline figure is given when the achieved fraction exceeds 1.0, else None."""
+    if raw_fraction is None or raw_fraction <= 1.0 or ceilings is None:
+        return None
+    return (f"the measured time is {raw_fraction:.2f}x faster than the roofline floor on this session's ceilings "
+            f"({ceilings.bytes_per_s / 1e9:.3g} GB/s, {ceilings.flops_per_s / 1e12:.3g} TFLOP/s, {ceilings.method}): "
+            "a ceiling that is too low for this working set, not saturation; no roofline fraction is reported")
 
 
 def cuda_driver_present() -> bool:

@@ -131,6 +131,8 @@ def _baseline_roofline(store: SqliteStore, campaign_id: str) -> float | None:
         if len(known) == 3:
             frac, cand, base = known
             values.append(float(frac) * float(cand) / float(base))
+    # issue 27: a fraction above 1.0 is a ceiling too low for the working set (a defect), never saturation
+    values = [v for v in values if v <= 1.0]
     return max(values) if values else None
 
 

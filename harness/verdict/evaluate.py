@@ -10,7 +10,9 @@ raises gives a rejected result, never an exception.
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,10 @@ from pydantic import Field
 
 from harness.errors import CandidateError, IncomparableError
 from harness.measure.collect import Collected, Collector
-from harness.measure.device import roofline_fraction
+from harness.measure.device import achieved_fraction, ceiling_defect, roofline_fraction
 from harness.measure.evidence import Evidence
 from harness.measure.session import MeasurementContext
+from harness.redact import redact, redact_obj
 from harness.records import Backend, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
 from harness.stats import RatioEstimate, median, rounds_ratio
 from harness.store import ResultStore
@@ -129,27 +132,51 @@ def evaluate_candidate(task: str | Path | Task, candidate_source: str, *, store:
     cand_sha = store.add_candidate(candidate_source, "kernel", ref)
     store.add_task(t.id, "kernel", t.source_sha256, t.meta.model_dump(mode="json", exclude={"template"}), ref)
 
-    evdir = session.workdir / f"eval-{cand_sha[:12]}-{len(list(session.workdir.glob('eval-*')))}"
-    evdir.mkdir(parents=True)
+    # the arms' saved outputs go to a fresh folder of the session's work directory (which the children
+    # may write), named unpredictably so nothing an earlier candidate left there can pre-empt it
+    evdir = Path(tempfile.mkdtemp(prefix=f"eval-{cand_sha[:12]}-", dir=session.workdir))
+    # the code the arms import (candidate, start) goes to a folder no child can see or write (issue 27:
+    # a candidate rewrote the start arm's file in its own eval folder); each confined child imports a
+    # read-only copy staged into its own inbox (harness.measure.runner._worker.Worker._stage)
+    srcdir = private_source_dir()
     try:
-        return _measure_and_judge(t, candidate_source, cand_sha, evdir, store=store, session=session, proto=proto,
-                                  prespawn_next=prespawn_next)
+        return _measure_and_judge(t, candidate_source, cand_sha, evdir, srcdir, store=store, session=session,
+                                  proto=proto, prespawn_next=prespawn_next)
     finally:
         # the saved outputs were needed only for the comparisons and gates; a campaign of hundreds of
         # evaluations must not fill the disk, and an evaluation that raises must not leave them behind
         shutil.rmtree(evdir, ignore_errors=True)
+        shutil.rmtree(srcdir, ignore_errors=True)
 
 
-def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Path, *, store: ResultStore,
-                       session: MeasurementContext, proto: Protocol, prespawn_next: bool) -> EvalResult:
-    """Everything :func:`evaluate_candidate` does inside its scratch folder ``evdir``: measure the arms,
-    form the ratios, run the gates, store the verdict and answer with the result."""
+def private_source_dir() -> Path:
+    """A folder for one evaluation's candidate and start files, outside every child's view.
+
+    Confined children bind only the session's work directory and their own scratch, so a file here is
+    reached by a child only as the read-only copy the parent stages into that child's inbox. Named with
+    the reaper's ``atb-measure-`` prefix and claimed, so a killed harness's leftover is removed at the
+    next start.
+    """
+    from harness.measure.runner._reaper import claim
+
+    d = Path(tempfile.mkdtemp(prefix="atb-measure-src-"))
+    os.chmod(d, 0o700)
+    claim(d)
+    return d
+
+
+def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Path, srcdir: Path, *,
+                       store: ResultStore, session: MeasurementContext, proto: Protocol,
+                       prespawn_next: bool) -> EvalResult:
+    """Everything :func:`evaluate_candidate` does inside its scratch folder ``evdir`` (outputs) with the
+    arms' code in ``srcdir`` (no child can write it): measure the arms, form the ratios, run the gates,
+    store the verdict and answer with the result."""
     ref = proto.ref()
     start_src = t.start_source()
     start_sha = sha256_text(start_src)
-    cand_path = evdir / f"atb_candidate_{cand_sha[:12]}.py"
+    cand_path = srcdir / f"atb_candidate_{cand_sha[:12]}.py"
     cand_path.write_text(candidate_source, encoding="utf-8")
-    start_path = evdir / f"atb_start_{start_sha[:12]}.py"
+    start_path = srcdir / f"atb_start_{start_sha[:12]}.py"
     start_path.write_text(start_src, encoding="utf-8")
 
     pending_cost = begin_cost(t)   # bytes/FLOPs of the reference, counted in its own process meanwhile
@@ -201,7 +228,12 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     if status == "accepted" and not correct:
         status, reason = "rejected", "incorrect output"
 
-    roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med)
+    # issue 27: the figure uses the physical-limit gate's ceiling (on CPU the cache-resident bandwidth) and
+    # is never above 1.0; a time beyond the floor is a ceiling defect, said in the detail, not a fraction
+    cache_factor = proto.gates.physical_cpu_cache_factor if session.backend == "cpu" else 1.0
+    roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med, cache_factor=cache_factor)
+    roof_defect = ceiling_defect(achieved_fraction(task_bytes, cost.flops, session.ceilings, cand_med,
+                                                   cache_factor=cache_factor), session.ceilings)
     strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
     detail: dict[str, Any] = {
         "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
@@ -209,7 +241,8 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
         "speedup_vs_start": vs_start.model_dump() if vs_start else None,
         "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
-        "strawman": strawman, "roofline_fraction": roof, "task_bytes": task_bytes, "task_flops": cost.flops,
+        "strawman": strawman, "roofline_fraction": roof, "roofline_ceiling_defect": roof_defect,
+        "task_bytes": task_bytes, "task_flops": cost.flops,
         "task_cost": cost.model_dump(),
         "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
         "failure": col.failure.model_dump() if col.failure else None,
@@ -228,6 +261,11 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
                                     "refill": tf.input_refill} for tf in col.timed_facts(arm)]
                              for arm in col.timed},
     }
+    # issue 27: a candidate's output can carry a secret (a URL's password, a token) into the reason and the
+    # gates' details; what is stored, and what a campaign later shows the model, is redacted here
+    reason = redact(reason)
+    gates = [g.model_copy(update={"detail": redact(g.detail)}) for g in gates]
+    detail = redact_obj(detail)
     cset = bset = None
     if speed is not None:
         cset = _measurement_set(session, col, "candidate", t.id, cand_sha)

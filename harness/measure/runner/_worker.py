@@ -31,9 +31,28 @@ FailureKind = Literal["import_error", "exception", "crash", "timeout", "exit", "
 
 
 OUTPUT_TAIL_BYTES = 64 << 10
-# variables a measuring child never needs and a candidate must never read (API keys of the agent side)
-_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|^AWS_|^GH_|^GITHUB_|^PG",
-                         re.IGNORECASE)
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@]+@")
+# command keys naming a file the child imports: each is staged read-only into the child's inbox
+IMPORTED_PATH_KEYS = ("task_path", "candidate_path")
+# The only host variables a measuring child receives (issue 27: a filter by name let DATABASE_URL and
+# OPENAI_BASE_URL, passwords in their user-info, into candidate code, and from a failing candidate's output
+# into a stored verdict's reason). Everything else is left out; the harness then sets HOME (the scratch),
+# TMPDIR when confined, the thread counts and the malloc thresholds itself. Names only, no prefixes, and
+# none of them carries a credential: the interpreter's search and locale, CUDA device selection and
+# libraries, torch/Triton/Inductor caches and compilers (a load_inline or Triton build inside the child),
+# and OpenMP/BLAS threading knobs.
+CHILD_ENV_ALLOW = frozenset({
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "TERM", "USER", "LOGNAME", "TMPDIR",
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE", "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING",
+    "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+    "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "MAX_JOBS", "CC", "CXX", "CUDAHOSTCXX", "NVCC_PREPEND_FLAGS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES",
+    "OMP_DYNAMIC", "KMP_AFFINITY", "KMP_BLOCKTIME", "GOMP_CPU_AFFINITY", "MKL_DYNAMIC",
+})
 
 
 class OutputTail:
@@ -82,10 +101,11 @@ class OutputTail:
 
 
 def child_environment(threads: int, drop: tuple[str, ...] = ()) -> dict[str, str]:
-    """The harness's environment without ``ATB_*`` settings, secrets, or the names in ``drop``,
-    with thread counts pinned and unbuffered output."""
+    """The allow-listed part of the harness's environment (:data:`CHILD_ENV_ALLOW`) without the names
+    in ``drop``, with thread counts pinned and unbuffered output. A value holding URL user-info
+    (``scheme://user:pass@``) is left out even under an allowed name (a ``PYTHONPATH`` never needs one)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("ATB_") and not _SECRET_ENV.search(k) and k not in drop}
+           if k in CHILD_ENV_ALLOW and k not in drop and not _URL_USERINFO.search(v)}
     env["PYTHONUNBUFFERED"] = "1"
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
@@ -298,20 +318,30 @@ class Worker:
 
     # ------------------------------------------------------------------ internals
     def _stage(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """A confined child sees only the session's work directory and the project's packages: a
-        task file elsewhere (a KernelBench checkout, a user's folder) is copied into this child's
-        read-only inbox and the command names the copy."""
-        path = cmd.get("task_path")
-        if not self._confined or not path or self._inbox is None:
+        """Every file a confined child imports (the task, a candidate or start file) is copied by the
+        parent into this child's read-only inbox, and the command names the copy.
+
+        Why always, not only for files the child cannot see: the session's work directory is writable
+        by every child, and a candidate once rewrote the start arm's file there at import, so the start
+        arm timed the candidate's version (``speedup_vs_start`` 18.9x, honest 1.0; issue 27). A copy in
+        the child's own read-only inbox is what it imports, whatever any other child writes; the parent
+        copies from where it wrote the file (``harness.verdict.evaluate`` keeps candidate and start
+        files in a folder no child can see).
+        """
+        if not self._confined or self._inbox is None:
             return cmd
-        src = Path(path).resolve()
-        visible = [self.workdir.resolve(), *(Path(p) for p in _confine._project_roots())]
-        if any(src.is_relative_to(v) for v in visible):
-            return cmd
-        self._staged += 1
-        dst = self._inbox / f"{self._staged}-{src.name}"
-        shutil.copyfile(src, dst)
-        return {**cmd, "task_path": str(dst)}
+        staged = dict(cmd)
+        for key in IMPORTED_PATH_KEYS:
+            path = cmd.get(key)
+            if not path:
+                continue
+            src = Path(path).resolve()
+            self._staged += 1
+            dst = self._inbox / f"{self._staged}-{src.name}"
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o444)
+            staged[key] = str(dst)
+        return staged
 
     def _kill(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
