@@ -110,6 +110,10 @@ class GateParams(_Frozen):
     escape_wall_over_timed_max: PositiveFloat
     escape_min_wall_ns: PositiveInt
     escape_side_cpu_max: PositiveFloat
+    # The escape gate subtracts the candidate loop's own per-repetition harness time (1.6.0), credited at
+    # most this many times the baseline loop's (the same harness code): a candidate that slows the
+    # harness's own launches (a full launch queue) cannot hide escaped work in that figure.
+    escape_harness_over_baseline_max: PositiveFloat = 2.0
     tamper_parent_over_worker_max: PositiveFloat
     timed_output_checks: PositiveInt
     strawman_ratio: PositiveFloat

@@ -13,8 +13,9 @@ wait for. Three facts catch it:
   is not penalised for that overhead (the ratio is judged only above ``gates.escape_min_wall_ns``).
   Since protocol 1.6.0 (issue 25) that work is measured where it falls, in the candidate's own timing
   loop (``TimedFacts.harness_rep_ns``), taken as its median per repetition (a few slow repetitions,
-  such as one that waited for a captured output, credit nothing), and never less than the baseline's
-  excess at the same seed. The baseline's excess alone read 0.000 ms on the H200: that host work
+  such as one that waited for a captured output, credit nothing), credited at most
+  ``gates.escape_harness_over_baseline_max`` times the baseline loop's own figure, and never less than
+  the baseline's excess at the same seed. The baseline's excess alone read 0.000 ms on the H200: that host work
   overlaps the reference's longer kernels and is exposed only by a fast candidate, so honest 2.7-6x
   kernels were rejected. Work left on another stream still shows: it is waited for by the final
   device synchronisation, which is no part of the harness's measured work;
@@ -51,11 +52,26 @@ def _baseline_excess_per_rep(evidence: Evidence, seed: int) -> float:
     return 0.0
 
 
-def harness_overhead_ns(evidence: Evidence, t: TimedFacts) -> float:
-    """The harness's own host work inside the wall window of ``t``'s repetitions: the candidate loop's
-    median per-repetition harness time (measured there), times the repetitions, and never less than the
-    baseline's excess at the same seed (the only estimate evidence recorded before 1.6.0 carries)."""
-    own = statistics.median(t.harness_rep_ns) if len(t.harness_rep_ns) == len(t.times_ns) else 0.0
+def _median_harness(t: TimedFacts) -> float | None:
+    """The loop's median per-repetition harness time, if recorded for every repetition."""
+    return statistics.median(t.harness_rep_ns) if t.harness_rep_ns and len(t.harness_rep_ns) == len(t.times_ns) \
+        else None
+
+
+def harness_overhead_ns(evidence: Evidence, t: TimedFacts, protocol: Protocol) -> float:
+    """The harness's own host work inside the wall window of ``t``'s repetitions.
+
+    The candidate loop's median per-repetition harness time (measured there), credited at most
+    ``gates.escape_harness_over_baseline_max`` times the baseline loop's at the same seed (the same
+    harness code: a candidate that slows the harness's own launches gains nothing beyond that), times
+    the repetitions; never less than the baseline's excess of wall over timed time (the only estimate
+    evidence recorded before 1.6.0 carries).
+    """
+    own = _median_harness(t) or 0.0
+    base = next((b for b in evidence.baseline_timed if b.seed == t.seed), None)
+    base_own = _median_harness(base) if base is not None else None
+    if base_own is not None:
+        own = min(own, protocol.gates.escape_harness_over_baseline_max * base_own)
     return max(own, _baseline_excess_per_rep(evidence, t.seed)) * len(t.times_ns)
 
 
@@ -65,7 +81,7 @@ def _wall_problem(evidence: Evidence, t: TimedFacts, protocol: Protocol) -> str 
                 "the escape check cannot be made")
     if t.wall_ns < protocol.gates.escape_min_wall_ns:
         return None
-    excess = harness_overhead_ns(evidence, t)
+    excess = harness_overhead_ns(evidence, t, protocol)
     ratio = max(t.wall_ns - excess, t.timed_total_ns) / t.timed_total_ns
     if ratio > protocol.gates.escape_wall_over_timed_max:
         return (f"on seed {t.seed} the wall time after device sync is {ratio:.2f}x the timed time "
