@@ -9,10 +9,22 @@ What replay checks, in order of the run:
   executed again in a fresh workspace; the recorded tool results are what the model is shown (so the
   requests stay identical) and any difference in a re-executed result is reported, not fatal;
 * the files submitted at each iteration hash-equal the recorded ones (a difference is a divergence);
-* with recorded measurement the recorded verdicts are served and must be reproduced exactly; with
-  fresh measurement the harness measures each submission again and the report says how verdicts moved
-  (the model is still shown the recorded verdicts, so its requests stay byte-identical);
+* with recorded measurement the recorded verdicts are served to the graph (the model must be shown
+  what it was shown), but they are *re-checked* against signed evidence, never against themselves
+  (issue 27): the campaign's iterations and verdicts in the store it was recorded into (``--db``, else
+  the store beside the transcript, ``<dir>/transcripts/<id>.jsonl`` -> ``<dir>/*.sqlite``), which must
+  verify (chain, rules, checkpoints) and hold those rows under a checkpoint signed by the trusted key.
+  A recorded verdict the signed rows contradict is a divergence; one with no signed row to compare is
+  not reproduced (``verdict_evidence`` says why). A transcript is keyless: a forged one (verdicts changed,
+  request bodies patched to match, chain recomputed) replays byte-for-byte, so its own records prove
+  nothing about its verdicts;
+* with fresh measurement the harness measures each submission again and the report says how verdicts
+  moved (the model is still shown the recorded verdicts, so its requests stay byte-identical);
 * the run makes exactly as many model calls as were recorded.
+
+``ok`` is true when the replay matched and its verdicts were re-derived (fresh measurement, or signed
+evidence that agrees), or, for a transcript labelled ``scripted`` (a test fixture, not a real model's
+run), when there is no evidence to check: its verdicts then stand unreproduced, and say so.
 """
 
 from __future__ import annotations
@@ -188,15 +200,76 @@ class ReplayReport(BaseModel):
     environment_differences: list[str]
     protocol_sha256_recorded: str
     protocol_sha256_now: str = Field(description="the protocol fresh measurement used (differs: verdicts may move)")
+    verdict_evidence: str = Field(default="none", description=(
+        "fresh (re-measured) | signed_store (re-checked against checkpoint-covered store rows) | none"))
+    evidence_store: str | None = Field(default=None, description="the store the verdicts were checked against")
+    evidence_checkpoint: str | None = Field(default=None, description="signature id of the checkpoint covering them")
+    evidence_problems: list[str] = Field(default_factory=list,
+                                         description="why the verdicts could not be re-derived (empty when they were)")
+
+
+def find_evidence_store(transcript: Path, campaign_id: str, db: Path | str | None = None) -> Path | str | None:
+    """The store to check a recorded replay's verdicts against: ``db`` when it holds the campaign (a
+    ``postgresql://`` URL is taken as given), else a SQLite store beside the transcript that holds it
+    (``atb run`` writes ``<dir>/transcripts/<id>.jsonl`` beside ``<dir>/<store>``); None when there is none."""
+    from harness.store import sqlite_holds_campaign, store_kind
+    from harness.store._open import sqlite_path
+
+    if db is not None:
+        if store_kind(db) == "postgresql":
+            return db
+        if sqlite_path(db).is_file() and sqlite_holds_campaign(sqlite_path(db), campaign_id):
+            return sqlite_path(db)
+    folder = transcript.resolve().parent
+    for base in (folder.parent, folder):
+        for cand in sorted(base.glob("*.sqlite")):
+            if cand.name != "checkpoints.sqlite" and sqlite_holds_campaign(cand, campaign_id):
+                return cand
+    return None
+
+
+def _signed_moves(recorded: dict[int, VerdictSummary], evidence: Any) -> tuple[list[VerdictMove], list[str]]:
+    """Each recorded verdict against the signed store rows: a move where they differ; a problem where
+    there is no signed row to compare with."""
+    moves: list[VerdictMove] = []
+    problems: list[str] = []
+    for idx, was in sorted(recorded.items()):
+        it = evidence.iterations.get(idx)
+        if it is None:
+            problems.append(f"iteration {idx}: the store holds no such iteration of campaign {evidence.campaign_id}")
+            continue
+        v = evidence.verdicts.get(it.verdict_id) if it.verdict_id is not None else None
+        now_status = v.status if v is not None else "no_submission"
+        now_speed = v.ratio if v is not None else None
+        if not it.signed or (v is not None and not v.signed):
+            problems.append(f"iteration {idx}: its store rows are after the newest checkpoint (unsigned)")
+        if it.verdict_id != was.verdict_id:
+            moves.append(VerdictMove(iteration=idx, recorded_status=was.status, replayed_status=now_status,
+                                     recorded_speedup=was.speedup, replayed_speedup=now_speed, status_changed=True,
+                                     moved=True))
+            continue
+        ci = (v.ci_low, v.ci_high) if v is not None and v.ci_low is not None and v.ci_high is not None else None
+        was_ci = tuple(was.speedup_ci) if was.speedup_ci is not None else None
+        status_changed = (was.status != now_status) if v is not None else was.status not in ("no_submission", "rejected")
+        speed_moved = was.speedup != now_speed or (v is not None and was_ci != ci)
+        change = (now_speed / was.speedup - 1.0) if now_speed is not None and was.speedup else None
+        moves.append(VerdictMove(iteration=idx, recorded_status=was.status, replayed_status=now_status,
+                                 recorded_speedup=was.speedup, replayed_speedup=now_speed, speedup_change=change,
+                                 status_changed=status_changed, moved=status_changed or speed_moved))
+    return moves, problems
 
 
 def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fresh_evaluator: Evaluator | None = None,
-                      workdir: Path | None = None) -> ReplayReport:
-    """Replay ``path`` and return the report; ``fresh_evaluator`` re-measures (else recorded verdicts).
+                      workdir: Path | None = None, evidence_db: Path | str | None = None,
+                      key_dir: Path | str | None = None) -> ReplayReport:
+    """Replay ``path`` and return the report; ``fresh_evaluator`` re-measures, else the recorded verdicts
+    are re-checked against the signed store rows of ``evidence_db`` (default: the store beside the
+    transcript; see :func:`find_evidence_store`), verified with ``key_dir``'s key and log.
 
     Raises:
         TranscriptTampered / TranscriptFormatError: the file fails verification (an edited transcript).
-        ReplayDivergence: a request, tool call, file or verdict differs from the recording.
+        ReplayDivergence: a request, tool call or file differs from the recording, or a recorded verdict
+            differs from the signed store's row for it.
     """
     from protocol import load_protocol
 
@@ -240,8 +313,11 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
     if tools.position != len(tools.recorded):
         raise ReplayDivergence(-1, "number of tool calls",
                                f"the replay made {tools.position} tool calls, the recording holds {len(tools.recorded)}")
-    moves = []
     recorded = {v.iteration: VerdictSummary.model_validate(v.verdict) for v in transcript.verdicts()}
+    if fresh is None:
+        return _recorded_report(path, transcript, cursor, tools, checking, recorded, proto.sha256,
+                                evidence_db=evidence_db, key_dir=key_dir)
+    moves = []
     for idx, row in sorted(sink.rows.items()):
         now = fresh.fresh[idx] if fresh is not None else VerdictSummary.model_validate(row["verdict"])
         was = recorded[idx]
@@ -253,16 +329,63 @@ def replay_transcript(path: Path | str, *, toolbox_factory: ToolBoxFactory, fres
                                  recorded_speedup=was.speedup, replayed_speedup=now.speedup, speedup_change=change,
                                  status_changed=status_changed, moved=status_changed or speed_moved))
     reproduced = not any(m.moved for m in moves) and len(moves) == len(recorded)
-    if fresh_evaluator is None and not reproduced:
-        raise ReplayDivergence(-1, "verdicts", "the recorded verdicts were not reproduced: " +
-                               "; ".join(f"iteration {m.iteration}" for m in moves if m.moved))
     return ReplayReport(
         ok=True, transcript=str(path), scripted=header.scripted, provider=header.provider, model=header.model,
-        measurement="fresh" if fresh_evaluator is not None else "recorded", records=len(transcript.records),
+        measurement="fresh", records=len(transcript.records),
         model_calls=len(cursor.calls), requests_identical=cursor.served, tool_calls=tools.position,
         tool_output_differences=tools.output_differences, submissions_checked=len(checking.checked), verdicts=moves,
         verdicts_reproduced=reproduced, environment_differences=cursor.environment_differences,
-        protocol_sha256_recorded=header.protocol_sha256, protocol_sha256_now=proto.sha256)
+        protocol_sha256_recorded=header.protocol_sha256, protocol_sha256_now=proto.sha256, verdict_evidence="fresh")
+
+
+def _recorded_report(path: Path | str, transcript: Transcript, cursor: ReplayCursor, tools: ReplayToolBox,
+                     checking: CheckingEvaluator, recorded: dict[int, VerdictSummary], proto_sha: str, *,
+                     evidence_db: Path | str | None, key_dir: Path | str | None) -> ReplayReport:
+    """Recorded measurement: the verdicts re-checked against signed store rows (never against the
+    transcript's own records).
+
+    Raises:
+        ReplayDivergence: a recorded verdict differs from the signed store's row for its iteration.
+    """
+    from harness.store import StoreError, campaign_evidence
+
+    header = transcript.header
+    moves: list[VerdictMove] = []
+    problems: list[str] = []
+    where: str | None = None
+    signature: str | None = None
+    source = find_evidence_store(Path(path), header.campaign_id, evidence_db)
+    if source is None:
+        problems.append(f"no store holding campaign {header.campaign_id} was given (--db) or found beside the "
+                        "transcript: the recorded verdicts were not re-derived")
+    else:
+        try:
+            ev = campaign_evidence(source, header.campaign_id, key_dir)
+        except StoreError as exc:
+            problems.append(f"the store {source} cannot be read: {exc}")
+        else:
+            where, signature = ev.store, ev.signature_id
+            if not ev.verified:
+                problems.append(f"the store {ev.store} fails verification: {ev.first_problem}")
+            else:
+                moves, unsigned = _signed_moves(recorded, ev)
+                problems += unsigned
+                if any(m.moved for m in moves):
+                    raise ReplayDivergence(-1, "verdicts", "the recorded verdicts differ from the signed store's rows "
+                                           f"({ev.store}, checkpoint {signature}): " + "; ".join(
+                                               f"iteration {m.iteration} recorded {m.recorded_status} "
+                                               f"{m.recorded_speedup!r}, stored {m.replayed_status} "
+                                               f"{m.replayed_speedup!r}" for m in moves if m.moved))
+    reproduced = not problems and len(moves) == len(recorded)
+    return ReplayReport(
+        ok=reproduced or (header.scripted and source is None), transcript=str(path), scripted=header.scripted,
+        provider=header.provider, model=header.model, measurement="recorded", records=len(transcript.records),
+        model_calls=len(cursor.calls), requests_identical=cursor.served, tool_calls=tools.position,
+        tool_output_differences=tools.output_differences, submissions_checked=len(checking.checked), verdicts=moves,
+        verdicts_reproduced=reproduced, environment_differences=cursor.environment_differences,
+        protocol_sha256_recorded=header.protocol_sha256, protocol_sha256_now=proto_sha,
+        verdict_evidence="signed_store" if reproduced else "none", evidence_store=where,
+        evidence_checkpoint=signature, evidence_problems=problems)
 
 
 def replay_mcp_log(path: Path | str, *, toolbox_factory: Callable[..., Any], evaluator: Evaluator) -> Any:
@@ -279,5 +402,5 @@ def replay_mcp_log(path: Path | str, *, toolbox_factory: Callable[..., Any], eva
     return replay_call_log(path, toolbox_factory=toolbox_factory, evaluator=evaluator)
 
 
-__all__ = ["CheckingEvaluator", "FreshEvaluator", "RecordedEvaluator", "ReplayReport", "ReplayToolBox", "ReplayedOutcome",
+__all__ = ["CheckingEvaluator", "find_evidence_store", "FreshEvaluator", "RecordedEvaluator", "ReplayReport", "ReplayToolBox", "ReplayedOutcome",
            "ToolBoxFactory", "VerdictMove", "replay_transcript"]

@@ -30,6 +30,7 @@ from transcripts._records import (
     ModelServerData,
     ModelTurnData,
     ResumeData,
+    StoreCheckpointRef,
     SubmissionData,
     TEXT_PROTOCOL_FENCED_PYTHON,
     ToolCallData,
@@ -47,7 +48,7 @@ from transcripts._transport import (
 __all__ = [
     "ENVIRONMENT_HEADERS", "FORMAT", "PER_ATTEMPT_HEADERS", "SECRET_HEADERS", "EndData", "Envelope", "ExchangeSink",
     "HeaderData", "HttpRequestRecord", "HttpResponseRecord", "IterationStartData", "ModelCallData", "ModelServerData", "ModelTurnData",
-    "RecordingExhausted", "ReplayCursor", "RequestMismatch", "ResumeData", "SubmissionData", "TEXT_PROTOCOL_FENCED_PYTHON", "ToolCallData",
+    "RecordingExhausted", "StoreCheckpointRef", "ReplayCursor", "RequestMismatch", "ResumeData", "SubmissionData", "TEXT_PROTOCOL_FENCED_PYTHON", "ToolCallData",
     "Transcript", "TranscriptError", "TranscriptFormatError", "TranscriptTampered", "TranscriptWriter",
     "TruncationData", "VerdictData", "compare_request", "compared_headers", "normalise_request_headers",
     "read_transcript", "recording_transport", "replay_transport", "verify_transcript",

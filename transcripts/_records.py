@@ -182,6 +182,18 @@ class ResumeData(_Data):
     resumed_at: str
 
 
+class StoreCheckpointRef(_Data):
+    """The signed store head a run's transcript was written under (issue 27): the campaign-end checkpoint
+    (``harness.store.Checkpoint``) that covers the campaign's rows. The transcript itself is keyless;
+    this names the signed evidence a replay checks its verdicts against (``atb replay``)."""
+
+    store_id: str
+    head_seq: int
+    head_hash: str
+    signature_id: str
+    signed_at: str
+
+
 class EndData(_Data):
     status: str
     iterations: int
@@ -189,6 +201,7 @@ class EndData(_Data):
     truncated_calls: int
     truncated_fraction: float
     reason: str = ""
+    checkpoint: StoreCheckpointRef | None = None
 
 
 DATA_MODELS: dict[str, type[_Data]] = {

@@ -6,6 +6,13 @@ files must hash-equal the recording. With recorded measurement the recorded verd
 exactly; with ``--fresh-measurement`` the harness measures every submission again and the output
 says how each verdict moved. Exit 0 when the replay matched, 2 when the transcript fails verification
 or the replay diverged (the message names the call and the field).
+
+Recorded verdicts are re-checked against signed evidence, never against the transcript itself (issue
+27): the campaign's rows in ``--db`` (when it holds the campaign) or in the store beside the transcript,
+which must verify and lie under a checkpoint signed by ``--key-dir``'s key. A recorded verdict those
+rows contradict is a divergence (exit 2). With no signed rows to compare, the report says
+``verdicts_reproduced: false`` and ``verdict_evidence: none`` with the reason, and ``ok`` is false
+(exit 1) unless the transcript is a ``scripted`` fixture found with no store at all.
 """
 
 from __future__ import annotations
@@ -25,8 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "bwrap"],
                    help="sandbox backend the tool calls are re-run in (MCP call logs; default: Docker if it answers)")
     add_db(p)
+    p.add_argument("--key-dir", default=None,
+                   help="folder of the trusted checkpoint key and its log, for checking recorded verdicts against "
+                        "the signed store (default $ATB_KEY_DIR, else ~/.config/autotunebench)")
     add_json(p)
     p.set_defaults(handler=run)
+
+
+EXIT_NOT_REDERIVED = 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         progress(f"replaying {path} ({header.provider}:{header.model}, {'scripted' if header.scripted else 'real model'})")
         try:
             report = replay_transcript(path, toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox),
-                                       fresh_evaluator=fresh)
+                                       fresh_evaluator=fresh, evidence_db=args.db, key_dir=args.key_dir)
         except TranscriptError as exc:
             raise BadInput(f"{type(exc).__name__}: {exc}") from exc
         except ReplayDivergence as exc:
@@ -74,11 +87,19 @@ def run(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     moved = sum(v.moved for v in report.verdicts)
+    if report.verdicts_reproduced:
+        verdicts = ("verdicts reproduced exactly" + (f" (checked against the signed store {report.evidence_store}, "
+                                                      f"checkpoint {report.evidence_checkpoint})"
+                                                      if report.verdict_evidence == "signed_store" else ""))
+    elif report.measurement == "fresh":
+        verdicts = f"{moved} of {len(report.verdicts)} verdicts moved"
+    else:
+        verdicts = "verdicts NOT re-derived: " + "; ".join(report.evidence_problems[:3])
     human = (f"replayed {report.model_calls} model calls byte-for-byte, {report.tool_calls} tool calls, "
              f"{report.submissions_checked} submissions with matching file hashes; measurement {report.measurement}: "
-             + ("verdicts reproduced exactly" if report.verdicts_reproduced else f"{moved} of {len(report.verdicts)} verdicts moved"))
+             + verdicts)
     emit(report, args, human)
-    return EXIT_OK
+    return EXIT_OK if report.ok else EXIT_NOT_REDERIVED
 
 
 def run_mcp_log(args: argparse.Namespace, path: Path) -> int:

@@ -182,7 +182,7 @@ def object_problems(x: Any) -> list[Any]:
     return out
 
 
-def verify_pg(store: Any) -> StoreVerification:
+def verify_pg(store: Any, key_dir: Any = None) -> StoreVerification:
     """The PostgreSQL store's ``verify``: version, rule objects, the chain, and every row replayed
     through SQLite's rules (the same rules, so a row slipped in while a trigger was off is caught)."""
     import psycopg
@@ -200,15 +200,20 @@ def verify_pg(store: Any) -> StoreVerification:
     vp = version_problem(version)
     if vp is not None:
         return StoreVerification(path=path, ok=False, schema_version=version, problems=[vp])
+    from harness.store._checkpoint import ChainIndex, check_checkpoints
+
     problems = list(object_problems(store.x))
+    index = ChainIndex()
     try:
-        rows, n, seq, last = chain_and_rule_problems(store.x)
+        rows, n, seq, last = chain_and_rule_problems(store.x, index)
     except psycopg.Error as exc:
         problems.append(StoreProblem(kind="schema_object", detail=f"a table cannot be read: {' '.join(str(exc).split())}"))
         return StoreVerification(path=path, ok=False, schema_version=version, problems=problems[:MAX_PROBLEMS])
     problems += rows
+    report, cp_problems = check_checkpoints(index, key_dir)
+    problems += cp_problems
     return StoreVerification(path=path, ok=not problems, schema_version=version, rows_checked=n, head_seq=seq,
-                             head_hash=last, problems=problems[:MAX_PROBLEMS])
+                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report)
 
 
 __all__ = ["expected_functions", "expected_triggers", "generated_sql", "installed_version", "object_problems",

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.store._chain import CHAINED_TABLES, GENESIS, ColumnSpec, build_row, row_at, row_hash
@@ -319,12 +320,13 @@ class PostgresStore(SqliteStore):
             raise StoreTampered(str(self.path), f"{table} (chain_seq {seq}): row_hash does not match the row's "
                                 "content: it was changed after it was written")
 
-    def verify(self) -> StoreVerification:
-        """Schema version and rule objects, the whole hash chain, and every row replayed through the
-        rules (into an in-memory copy of the SQLite schema: the rules are the same). Writes nothing."""
+    def verify(self, key_dir: Path | str | None = None) -> StoreVerification:
+        """Schema version and rule objects, the whole hash chain, every row replayed through the rules
+        (into an in-memory copy of the SQLite schema: the rules are the same), and the signed checkpoints
+        against ``key_dir``'s key and log. Writes nothing."""
         from harness.store._pg_schema import verify_pg
 
-        return verify_pg(self)
+        return verify_pg(self, key_dir)
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:

@@ -32,6 +32,7 @@ from harness.records import (
 )
 from harness.store._chain import (
     CHAINED_TABLES,
+    MAX_SEQ_SQL,
     ColumnSpec,
     column_specs,
     head,
@@ -196,10 +197,43 @@ class SqliteStore:
             raise StoreTampered(str(self.path), f"{table} (chain_seq {seq}): row_hash does not match the row's "
                                 "content: it was changed after it was written")
 
-    def verify(self) -> StoreVerification:
-        """Check schema version, every table/index/trigger against schema.sql, the hash chain and every
-        rule on every row. Writes nothing; never raises for what it finds (see ``problems``)."""
-        return verify_connection(self.conn, str(self.path))
+    def verify(self, key_dir: Path | str | None = None) -> StoreVerification:
+        """Check schema version, every table/index/trigger against schema.sql, the hash chain, every
+        rule on every row, and the signed checkpoints against ``key_dir``'s key and log (default
+        ``$ATB_KEY_DIR`` or ``~/.config/autotunebench``). Writes nothing; never raises for what it finds
+        (see ``problems``)."""
+        return verify_connection(self.conn, str(self.path), key_dir)
+
+    # ------------------------------------------------------------------ chain head (both stores: plain SQL)
+    def chain_head(self) -> tuple[int, str]:
+        """(chain_seq, row_hash) of the newest row; (0, 64 zeros) for an empty store."""
+        seq = int(self.query(MAX_SEQ_SQL + " AS chain")[0][0])
+        if seq == 0:
+            return 0, "0" * 64
+        digest = self.chain_row_hash(seq)
+        if digest is None:
+            raise StoreError(f"chain_seq {seq} is the largest in {self.path} but no table holds it")
+        return seq, digest
+
+    def chain_row_hash(self, seq: int) -> str | None:
+        """The ``row_hash`` of the row at chain position ``seq`` (1 is the store's id), or None."""
+        for t in CHAINED_TABLES:
+            rows = self.query(f"SELECT row_hash FROM {t} WHERE chain_seq = ?", (seq,))
+            if rows:
+                return str(rows[0][0])
+        return None
+
+    def verdict_chain_seq(self, verdict_id: str) -> int | None:
+        """The chain position of verdict ``verdict_id``'s row (what a checkpoint covers), or None."""
+        rows = self.query("SELECT chain_seq FROM verdicts WHERE id = ?", (verdict_id,))
+        return int(rows[0][0]) if rows else None
+
+    def checkpoint(self, key_dir: Path | str | None = None) -> Any:
+        """Sign the current head with the key in ``key_dir`` (made on first use) and store the checkpoint
+        (:func:`harness.store._checkpoint.write_checkpoint`). Returns the ``Checkpoint``."""
+        from harness.store._checkpoint import write_checkpoint
+
+        return write_checkpoint(self, key_dir)
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:

@@ -12,9 +12,14 @@ Four checks, each naming the first bad object or row:
    even if the writer recomputed the whole chain; and each ``protocols`` row of a released version
    carries the digest in ``protocol/_released.py``.
 
-What it cannot see: a writer with file access who appends rule-abiding rows and recomputes the chain,
-or who removes rows from the end (the chain is keyless). Recording ``head_hash`` elsewhere (a report,
-a commit) and comparing later closes the second gap.
+5. signed checkpoints (issue 27, :mod:`harness.store._checkpoint`): each checkpoint row signed by the
+   key folder's key must verify and name a head the chain holds as signed, and every head the key
+   folder's log says it signed for this store must still be there with its checkpoint. This is what a
+   writer without the key cannot forge: a rewrite with a recomputed chain, a truncation, deleted
+   checkpoints. Rows after the newest checkpoint are counted as unsigned (``checkpoint.unsigned_rows``).
+
+What it cannot see without a checkpoint: a writer with file access who appends rule-abiding rows and
+recomputes the chain, or who removes rows from the end (the chain itself is keyless).
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.store._chain import CHAINED_TABLES, GENESIS, row_hash
+from harness.store._checkpoint import ChainIndex, CheckpointReport, check_checkpoints
 
 SCHEMA_VERSION = 3
 MAX_PROBLEMS = 200
 
-ProblemKind = Literal["schema_version", "schema_object", "chain", "row_hash", "rule", "released_protocol"]
+ProblemKind = Literal["schema_version", "schema_object", "chain", "row_hash", "rule", "released_protocol", "checkpoint"]
 
 
 class StoreProblem(BaseModel):
@@ -67,6 +73,8 @@ class StoreVerification(BaseModel):
     head_seq: int = 0
     head_hash: str = GENESIS
     problems: list[StoreProblem] = Field(default_factory=list)
+    checkpoint: CheckpointReport | None = Field(
+        default=None, description="signed checkpoints of the head (issue 27); None when the chain could not be walked")
 
     @property
     def first_problem(self) -> str | None:
@@ -196,9 +204,10 @@ def _rule_of(exc: sqlite3.Error) -> str:
     return f"breaks rule {rule}: {err}" if rule else f"cannot be stored again: {exc}"
 
 
-def chain_and_rule_problems(conn: sqlite3.Connection) -> tuple[list[StoreProblem], int, int, str]:
+def chain_and_rule_problems(conn: Any, index: ChainIndex | None = None) -> tuple[list[StoreProblem], int, int, str]:
     """Walk every row in chain order: links, contiguity, and a replay through every rule.
 
+    ``index``, when given, is filled with every row's hash and table by position (for the checkpoint check).
     Returns (problems, rows checked, head seq, head hash).
     """
     from protocol._released import RELEASED
@@ -210,6 +219,8 @@ def chain_and_rule_problems(conn: sqlite3.Connection) -> tuple[list[StoreProblem
         streams = [_rows(conn, t) for t in CHAINED_TABLES]
         for seq, table, row in heapq.merge(*streams, key=lambda x: x[0]):
             n += 1
+            if index is not None:
+                index.add(seq, table, row)
             key = _key(table, row)
             if len(problems) >= MAX_PROBLEMS:
                 break
@@ -246,21 +257,25 @@ def chain_and_rule_problems(conn: sqlite3.Connection) -> tuple[list[StoreProblem
     return problems, n, max(prev_seq, 0), prev_hash
 
 
-def verify_connection(conn: sqlite3.Connection, path: str) -> StoreVerification:
-    """Every check above on an open connection; writes nothing."""
+def verify_connection(conn: sqlite3.Connection, path: str, key_dir: Path | str | None = None) -> StoreVerification:
+    """Every check above on an open connection; writes nothing. ``key_dir`` holds the trusted checkpoint
+    key and its log (default ``$ATB_KEY_DIR`` or ``~/.config/autotunebench``)."""
     version = user_version(conn)
     problems: list[StoreProblem] = []
     vp = version_problem(version)
     if vp is not None:
         return StoreVerification(path=path, ok=False, schema_version=version, problems=[vp])
     problems += schema_problems(conn)
-    rows, n, seq, last = chain_and_rule_problems(conn)
+    index = ChainIndex()
+    rows, n, seq, last = chain_and_rule_problems(conn, index)
     problems += rows
+    report, cp_problems = check_checkpoints(index, key_dir)
+    problems += cp_problems
     return StoreVerification(path=path, ok=not problems, schema_version=version, rows_checked=n, head_seq=seq,
-                             head_hash=last, problems=problems[:MAX_PROBLEMS])
+                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report)
 
 
-def verify_path(path: Path | str) -> StoreVerification:
+def verify_path(path: Path | str, key_dir: Path | str | None = None) -> StoreVerification:
     """Verify the SQLite file at ``path`` without opening it for writing (nothing is created or changed).
 
     Raises:
@@ -274,7 +289,7 @@ def verify_path(path: Path | str) -> StoreVerification:
     try:
         conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, isolation_level=None)
         try:
-            return verify_connection(conn, str(p))
+            return verify_connection(conn, str(p), key_dir)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:

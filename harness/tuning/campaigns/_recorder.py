@@ -23,10 +23,11 @@ runs: ratios on the same device under the same protocol, never raw times.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from harness.records import SubjectKind, canonical_json, new_id
-from harness.store import SqliteStore
+from harness.store import Checkpoint, SqliteStore, StoreError
 from harness.tuning.campaigns._errors import CampaignError, IterationConflict
 from harness.tuning.campaigns._models import (
     CampaignInfo, CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
@@ -37,6 +38,26 @@ from harness.tuning.campaigns._store import (
 from harness.tuning.campaigns._summary import summarize, truncated_fraction
 from harness.tuning.campaigns._usability import assess_usability
 from protocol import Protocol
+
+
+_log = logging.getLogger(__name__)
+
+
+def sign_campaign_end(store: SqliteStore, campaign_id: str) -> Checkpoint | None:
+    """The campaign-end hook (issue 27): sign the store's head now that the campaign's outcome is stored,
+    so every row of the campaign is covered by a checkpoint and a campaign appended by someone without
+    the key stays visibly outside any signature (``atb store verify`` counts it as unsigned).
+
+    A key that cannot be made or a store that refuses the row does not undo the campaign (its rows are
+    stored and verify as they are): it is logged, the rows stay unsigned, and ``atb store checkpoint``
+    can sign them later. Returns the checkpoint, or None when none was written.
+    """
+    try:
+        return store.checkpoint()
+    except StoreError as exc:
+        _log.warning("campaign %s: no checkpoint was signed at its end (%s); its rows stay unsigned until "
+                     "`atb store checkpoint --db %s`", campaign_id, exc, store.path)
+        return None
 
 
 SESSION_REPORT_KIND = "campaign_session"
@@ -52,6 +73,7 @@ class CampaignRecorder:
         self.store = store
         self.protocol = protocol
         self.info = info
+        self.checkpoint: Checkpoint | None = None   # signed at the campaign's end (finish)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -280,6 +302,7 @@ class CampaignRecorder:
         stored = get_outcome(self.store, self.info.id)
         if stored is None:
             raise CampaignError(f"the outcome of campaign {self.info.id} was not stored")
+        self.checkpoint = sign_campaign_end(self.store, self.info.id)
         return stored
 
     def summary(self) -> CampaignSummary:

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError, IncomparableError
-from harness.store import NotFound, SqliteStore
+from harness.store import NotFound, SqliteStore, newest_checkpoint
 from harness.tuning.campaigns import (
     CampaignSummary, IterationRecord, best_so_far, get_iterations, list_campaigns, summarize,
 )
@@ -38,6 +38,7 @@ class ReportData(BaseModel):
     comparison: ComparisonResult | None
     comparison_refusal: str | None
     ab_outcomes: list[dict[str, Any]]
+    checkpoint: dict[str, Any] | None = None   # the signed head the report was written under (issue 27)
 
 
 def _retests(store: SqliteStore, summary: CampaignSummary) -> list[dict[str, Any]]:
@@ -89,5 +90,9 @@ def collect(store: SqliteStore, run_ids: list[str], protocol: Protocol) -> Repor
             comparison = compare_runs(store, ids[0], ids[1], protocol, allow_draft=True)
         except IncomparableError as exc:
             refusal = str(exc)
+    cp = newest_checkpoint(store)
+    signed = None if cp is None else {"head_seq": cp.head_seq, "head_hash": cp.head_hash,
+                                      "signature_id": cp.signature_id, "signed_at": cp.signed_at,
+                                      "store_head_seq": store.chain_head()[0]}
     return ReportData(title=", ".join(title_parts), arms=arms, comparison=comparison, comparison_refusal=refusal,
-                      ab_outcomes=ab)
+                      ab_outcomes=ab, checkpoint=signed)
