@@ -10,7 +10,14 @@ Phases, all driven from the harness's process over the workers' pipes:
    its output and shares it one way (CUDA IPC, or a file on a CPU); the reference child, which never
    imports candidate code, computes its own output for the same input and compares the two where
    they live; only the summary (errors, pass/fail, NaN facts) comes back here. A probe on which the
-   reference itself is not finite says nothing and is recorded as uninformative.
+   reference itself is not finite says nothing and is recorded as uninformative. An input class
+   (``harness.measure.runner._inputs``) on which the reference itself raises is the harness's fact,
+   not the candidate's (protocol ``correctness.skip_classes_reference_fails``): that class is skipped
+   for the problem from then on and recorded (a ``skipped`` comparison naming the reference's error,
+   and :attr:`Collected.skipped_classes`). Whether a class is skipped depends on the reference alone:
+   it is asked on the same seed and class whether the candidate's call returned (the check) or raised
+   (a reference call then decides whose failure it was). The task's own inputs are never skipped: a
+   reference that cannot take them is a broken problem, and the evaluation ends as its failure.
 3. timing: ``paired_seeds`` fresh seeds; at each, every arm is calibrated on an input set of its own,
    then the arms are timed in interleaved rounds (A B C, B C A, ...; CPU:
    ``timing.cpu.interleave_rounds`` rounds of ``timed_reps / rounds`` repetitions; CUDA:
@@ -93,6 +100,8 @@ class Collected:
     op_s: dict[str, float] = field(default_factory=dict)   # where the phases' time went: "role.op" -> s
     memory_plan: dict[str, int] = field(default_factory=dict)
     transport: str = ""            # how candidate outputs reached the reference: "" (IPC or CPU file) or a fallback
+    # input classes skipped because the reference itself raised on them: class -> the reference's error
+    skipped_classes: dict[str, str] = field(default_factory=dict)
 
     def timed_facts(self, arm: str) -> list[TimedFacts]:
         return [t.facts for t in self.timed[arm]]
@@ -245,10 +254,16 @@ class Collector:
         dists = [d for d in self.protocol.correctness.distributions if allowed is None or d in allowed]
         return [TASK_DISTRIBUTION] + dists
 
+    def _may_skip(self, phase: str, dist: str) -> bool:
+        """Whether a reference failure on this class skips the class instead of ending the evaluation."""
+        return (phase == "correctness" and dist != TASK_DISTRIBUTION
+                and self.protocol.correctness.skip_classes_reference_fails)
+
     def _check(self, share: dict[str, Any], phase: str, seed: int, dist: str,
-               spec: dict[str, Any] | None = None, tag: str = "call") -> None:
+               spec: dict[str, Any] | None = None, tag: str = "call") -> str | None:
         """The reference child recomputes the output for this input and compares it with the
-        candidate's shared one; its call facts and the comparison are recorded."""
+        candidate's shared one; its call facts and the comparison are recorded. Returns the reference's
+        error when it raised on a class it may skip (nothing is recorded then), else None."""
         ref = self.workers["baseline"]
         assert ref is not None
         cmd: dict[str, Any] = {"op": "check", "candidate": share, "seed": seed}
@@ -256,6 +271,9 @@ class Collector:
             cmd["spec"] = spec
         else:
             cmd["distribution"] = dist
+            cmd["class_inputs"] = self.protocol.correctness.class_inputs
+            if self._may_skip(phase, dist):
+                cmd["skip_on_reference_failure"] = True
         self._note_transport(share)
         if isinstance(share.get("vmm"), dict) and not self._relay_fd(share, tag):
             # the candidate named a device-memory fd but sent none: it shares a file instead
@@ -271,6 +289,9 @@ class Collector:
             self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
             cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
             rr = self._ask(ref, cmd)
+        if rr["comparison"].get("reference_failed"):
+            self.out.reference_calls.append(_call_facts({**rr["call"], "ok": False}))
+            return str(rr["comparison"].get("reason", "")) or "the reference raised"
         call = rr["call"]
         if phase == "correctness":
             self.out.reference_calls.append(_call_facts(call))
@@ -279,6 +300,40 @@ class Collector:
             seed=seed, distribution=dist, phase=phase, passed=bool(c["passed"]),  # type: ignore[arg-type]
             reason=str(c.get("reason", "")), max_abs_err=c.get("max_abs_err"), rel_l2=c.get("rel_l2"),
             ref_equals_input=list(call.get("equals_input", []))))
+        return None
+
+    def _reference_fails(self, seed: int, dist: str) -> str | None:
+        """The reference's own call on (seed, class): its error if it raised, None if it returned. Asked
+        only after the candidate raised on that input, so the failure goes to whichever side owns it."""
+        ref = self.workers["baseline"]
+        assert ref is not None
+        t0 = perf_counter_ns()
+        rr: dict[str, Any] | None = None
+        try:
+            rr = ref.request({"op": "call", "seed": seed, "distribution": dist,
+                              "class_inputs": self.protocol.correctness.class_inputs})
+        except WorkerDied as exc:
+            raise ArmFailed(exc.failure) from None
+        finally:
+            self._add_op_s("reference.call", (perf_counter_ns() - t0) / 1e9, rr)
+        if rr.get("ok", False):
+            return None
+        if "seed" not in rr:   # the command itself failed (no call was made): the harness's failure
+            raise ArmFailed(WorkerFailure(role="reference", kind="protocol",
+                                          detail=f"call: {str(rr.get('error', 'no reply'))[-1500:]}"))
+        self.out.reference_calls.append(_call_facts(rr))
+        return str(rr.get("error", "")) or "the reference raised"
+
+    def _skip_class(self, seed: int, dist: str, reference_error: str, candidate_error: str = "") -> None:
+        """Record that the reference cannot take class ``dist`` (from ``seed`` on): a ``skipped``
+        comparison with the reference's error (its failed call is in ``reference_calls``), never a
+        judgement of the candidate."""
+        why = f"skipped: the reference itself raises on this input class: {reference_error.strip()[-400:]}"
+        if candidate_error:
+            why += f" (the candidate raised too, not held against it: {candidate_error.strip()[-200:]})"
+        self.out.skipped_classes[dist] = why
+        self.out.comparisons.append(Comparison(seed=seed, distribution=dist, phase="skipped", passed=True,
+                                               reason=why))
 
     def _note_transport(self, share: dict[str, Any]) -> None:
         """Record how this output travels (the verdict says which transports an evaluation used)."""
@@ -329,12 +384,15 @@ class Collector:
         first = True
         for seed in self.out.correctness_seeds:
             for dist in self.distributions():
+                if dist in self.out.skipped_classes:
+                    continue
                 t0 = perf_counter_ns()
                 tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
                 cr: dict[str, Any] | None = None
                 try:
                     cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": tag,
-                                       "save_path": self._path("cand"), "record_ops": first})
+                                       "save_path": self._path("cand"), "record_ops": first,
+                                       "class_inputs": self.protocol.correctness.class_inputs})
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
                 finally:
@@ -344,18 +402,26 @@ class Collector:
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
                                                   detail=f"call: {cr.get('error', 'no reply')}"))
                 facts = _call_facts(cr)
-                self.out.candidate_calls.append(facts)
                 if not facts.ok:
+                    ref_error = self._reference_fails(seed, dist) if self._may_skip("correctness", dist) else None
+                    if ref_error is not None:
+                        self._skip_class(seed, dist, ref_error, facts.error)
+                        continue
+                    self.out.candidate_calls.append(facts)
                     kind = cr.get("failure_kind", "exception")
                     raise ArmFailed(WorkerFailure(role="candidate", kind="memory" if kind == "memory" else "exception",
                                                   detail=f"seed {seed} ({dist}): {facts.error}"))
+                self.out.candidate_calls.append(facts)
                 share = cr.get("share")
                 if not isinstance(share, dict):
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
                                                   detail="call: the reply carries no shared output"))
-                self._check(share, "correctness", seed, dist, tag=tag)
+                ref_error = self._check(share, "correctness", seed, dist, tag=tag)
                 self._release("candidate")
-        self.out.correct = all(c.passed for c in self.out.comparisons)
+                if ref_error is not None:
+                    self.out.candidate_calls.pop()   # a class the reference cannot take judges nothing
+                    self._skip_class(seed, dist, ref_error)
+        self.out.correct = all(c.passed for c in self.out.comparisons if c.phase == "correctness")
 
     def _timing(self) -> None:
         p = self.protocol
@@ -393,9 +459,16 @@ class Collector:
 
     def _choose_cuda_method(self, prep: dict[str, dict[str, Any]]) -> None:
         """One timing method for every arm of this seed: graph replay when any arm is a tiny kernel
-        (below ``graph_replay_below_us``) and every arm's graph captures; CUDA events otherwise."""
-        threshold_ns = self.protocol.timing.cuda.graph_replay_below_us * 1e3
-        if not any(float(prep[a]["est_ns"]) < threshold_ns for a in prep):
+        (below ``graph_replay_below_us``) or launch-bound (the host spent at least
+        ``graph_replay_launch_bound`` of the call's event time launching it), and every arm's graph
+        captures; CUDA events otherwise. A launch-bound call timed by events measures the host's
+        launch speed, which differs between two processes running identical code (JUSTIFICATION 10)."""
+        cuda = self.protocol.timing.cuda
+        threshold_ns = cuda.graph_replay_below_us * 1e3
+        tiny = any(float(prep[a]["est_ns"]) < threshold_ns for a in prep)
+        bound = any(float(prep[a].get("launch_ns", 0.0)) >= cuda.graph_replay_launch_bound * float(prep[a]["est_ns"])
+                    for a in prep)
+        if not (tiny or bound):
             return
         captured = self._ask_arms({"op": "capture", "graph": True})
         if not all(bool(r.get("captured")) for r in captured.values()):

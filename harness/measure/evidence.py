@@ -46,6 +46,9 @@ class CallFacts(_Fact):
     ops_called: list[str] = Field(default_factory=list)        # torch functions seen (first call only)
     tf32_enabled_after: bool = False
     wall_ns: int = 0
+    # how an input class's set was made (harness.measure.runner._inputs.make_inputs_noted): "" the task's
+    # own draw, "factory" get_inputs with the class's draws, "strided", or "redraw (why)" (the fallback)
+    inputs: str = ""
 
 
 class TimedOutput(_Fact):
@@ -107,7 +110,9 @@ class Comparison(_Fact):
 
     seed: int
     distribution: str
-    phase: Literal["correctness", "timed", "extended", "preflight"]
+    # "skipped": not a comparison; an input class the reference itself cannot take (it raised), skipped
+    # for this problem from this seed on, with the reference's error as the reason (issue 25)
+    phase: Literal["correctness", "timed", "extended", "preflight", "skipped"]
     passed: bool
     reason: str = ""
     max_abs_err: float | None = None

@@ -40,6 +40,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from harness.measure.runner._inputs import (TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec,  # noqa: E402
                                             make_inputs, sample_key, unchanged_marks)
+from harness.measure.runner._inputs import FACTORY_INPUTS, make_inputs_noted  # noqa: E402
 from harness.measure.runner import _share  # noqa: E402
 from harness.measure.timing import _cpu  # noqa: E402
 from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
@@ -101,7 +102,7 @@ def _harness_globals() -> dict[str, Any]:
     }
     import harness.measure.runner._inputs as inputs_mod
 
-    for fn in ("make_inputs", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows",
+    for fn in ("make_inputs", "make_inputs_noted", "fingerprints", "device_checksum", "tensor_sha256", "pool_of", "window", "windows",
                "unchanged_marks", "sample_key", "_same_bits"):
         found[f"harness.measure.runner._inputs.{fn}.__code__"] = getattr(getattr(inputs_mod, fn, None), "__code__",
                                                                           None)
@@ -400,14 +401,15 @@ def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
     """An untimed call on (seed, distribution). The candidate and start roles share the output with
     the reference child (``share``: a tag); the reference role never writes or shares an output."""
     seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+    how = str(cmd.get("class_inputs", FACTORY_INPUTS))   # protocol correctness.class_inputs
     large = float(CONFIG["large"])
     steps = _Steps()
-    inputs = make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+    inputs, made = make_inputs_noted(torch, S.task.get_inputs, seed, dist, large, DEVICE, how)
     in_bytes = _nbytes(inputs)
     steps.mark("inputs")
     facts, out = _run_call(inputs, bool(cmd.get("record_ops")),
-                           lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE))
-    facts.update({"seed": seed, "distribution": dist})
+                           lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE, how))
+    facts.update({"seed": seed, "distribution": dist, "inputs": made})
     del inputs
     steps.mark("run")
     if out is not None and ROLE != "reference":
@@ -492,9 +494,10 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
             return inputs_from_spec(torch, S.task.get_inputs, spec, large, DEVICE)
     else:
         seed, dist = int(cmd["seed"]), str(cmd["distribution"])
+        how = str(cmd.get("class_inputs", FACTORY_INPUTS))   # protocol correctness.class_inputs
 
         def rebuild() -> list[Any]:
-            return make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE)
+            return make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE, how)
     steps = _Steps()
     inputs = rebuild()
     in_bytes = _nbytes(inputs)
@@ -503,6 +506,14 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     facts.update({"seed": seed, "distribution": dist})
     del inputs
     steps.mark("run")
+    if out is None and cmd.get("skip_on_reference_failure"):
+        # an input class the reference itself cannot take: the harness's fact (the parent skips the
+        # class), never the candidate's; its output is taken off the channel unread
+        _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
+        _free_device(in_bytes)
+        return {"call": facts, "comparison": {"passed": False, "reference_failed": True,
+                                              "reason": str(facts.get("error", ""))[-600:]},
+                "restored_by_harness": _restore_watched(), "steps_s": steps.s}
     if out is None:
         raise RuntimeError(f"the reference failed on seed {seed} ({dist}): {facts.get('error', '')}")
     ref = _as_tensors(out)

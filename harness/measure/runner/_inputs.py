@@ -1,13 +1,32 @@
 """Inputs made by harness code from a seed and a named distribution, on the measuring device.
 
 Both the reference and the candidate child call :func:`make_inputs` with the same (seed,
-distribution), so a paired measurement sees identical inputs. The task's ``get_inputs()`` gives the
-shapes and dtypes (and, for distribution ``task``, the values themselves, drawn under
-``torch.manual_seed(seed)``). On CUDA ``get_inputs()`` runs under ``with torch.device("cuda")``, so
-its ``torch.rand``/``randn``/``randint`` draw on the device: a 4 GB input costs milliseconds, not a
-host draw and a copy. Every other distribution redraws each floating-point tensor from a generator
-on the same device seeded with ``seed`` (CPU values are what they always were; CUDA values differ
-from CPU values, but every arm of one backend sees the same ones).
+distribution), so a paired measurement sees identical inputs. For distribution ``task`` the values
+are the task's ``get_inputs()`` drawn under ``torch.manual_seed(seed)``. On CUDA ``get_inputs()`` runs
+under ``with torch.device("cuda")``, so its ``torch.rand``/``randn``/``randint`` draw on the device:
+a 4 GB input costs milliseconds, not a host draw and a copy.
+
+An adversarial *input class* (``normal``, ``uniform``, ``negative``, ``zeros_mixed``, ``large``) keeps
+the structure ``get_inputs()`` builds (protocol ``correctness.class_inputs: factory``, issue 25): the
+problem's own ``get_inputs()`` runs again with its continuous random draws (``torch.rand``, ``randn``,
+``rand_like``, ``randn_like``, ``normal``, ``Tensor.normal_``/``uniform_``/``exponential_``/
+``cauchy_``/``log_normal_`` and ``torch.nn.init``'s random fillers) taken from the class's distribution
+by a torch function mode, so what it does with them afterwards (``tril``, a symmetrisation, ``abs``,
+a normalisation, a softmax, a sort) survives, and a candidate that uses a structure the problem states
+is not rejected for it. Why not redraw each floating-point input whole (``redraw``, the rule before
+1.6.0): a product of lower-triangular matrices is lower triangular, and a dense redraw of
+KernelBench's triangular inputs rejected exactly the kernels that exploit it. Discrete draws
+(``randint``, ``randperm``, ``bernoulli``, ``multinomial``, ``random_``) keep their ranges, and values made
+without a draw (``arange``, ``ones``, ``eye``, a module constant) stay as they are. The class's draws
+come from a generator on the tensor's device seeded from (seed, class), and the discrete ones from
+``torch.manual_seed(seed)``, so both children build the same values, each draw costs what the
+problem's own draw costs, and no input is drawn twice. ``noncontiguous`` keeps the task's values
+and only lays each floating-point input out with a stride of 2 in its last dimension.
+
+A ``get_inputs()`` that cannot be re-run that way (it raises under the class's draws, or makes its
+floating-point inputs without any torch random draw, e.g. from numpy) falls back to the redraw, and
+says so: :func:`make_inputs_noted` returns how each set was made, which the children record with
+every call (``CallFacts.inputs``).
 
 Timed repetitions never present one input twice (:class:`TimedSets`): each call of the timed loop
 gets its own set, either a fresh draw (CUDA events, one call per repetition) or a window of a pool
@@ -22,12 +41,23 @@ host).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 TASK_DISTRIBUTION = "task"
+CLASS_DISTRIBUTIONS = ("normal", "uniform", "negative", "zeros_mixed", "large", "noncontiguous")
+FACTORY_INPUTS = "factory"   # protocol correctness.class_inputs: get_inputs re-run with the class's draws
+REDRAW_INPUTS = "redraw"     # each floating-point input redrawn whole (the rule before 1.6.0; the fallback)
+# continuous draws a class replaces: Tensor methods that fill in place, and torch.nn.init's random fillers
+_FILL_METHODS = ("normal_", "uniform_", "exponential_", "cauchy_", "log_normal_")
+_INIT_FILLERS = ("uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_",
+                 "kaiming_uniform_", "kaiming_normal_")
+_MAX_CLASS_DRAWS = 4096     # a get_inputs drawing more than this under a class falls back to the redraw
 _SEED_MASK = (1 << 62) - 1
 _CHUNK = 1 << 25          # elements per checksum chunk (bounds the temporaries on a device)
 _K1 = 0x9E3779B97F4A7C15 - (1 << 64)   # odd 64-bit constants (two's complement, so torch accepts them)
@@ -67,6 +97,8 @@ def _redraw(torch: Any, t: Any, distribution: str, gen: Any, large: float, devic
 
 
 def _to_device(torch: Any, t: Any, device: str) -> Any:
+    if not isinstance(t, torch.Tensor):   # a number or other value get_inputs returned: kept as it is
+        return t
     if t.device.type == torch.device(device).type:
         return t
     if not t.is_contiguous() and t.dim() > 0:
@@ -77,32 +109,203 @@ def _to_device(torch: Any, t: Any, device: str) -> Any:
 
 
 def make_inputs(torch: Any, get_inputs: Callable[[], list[Any]], seed: int, distribution: str,
-                large: float, device: str) -> list[Any]:
-    """Build one input list for ``seed`` and ``distribution`` on ``device``.
-
-    Non-floating tensors and non-tensor values are kept as ``get_inputs()`` made them (under the
-    seed). ``noncontiguous`` keeps the strided view on the device, so the candidate really receives a
-    non-contiguous tensor.
+                large: float, device: str, how: str = FACTORY_INPUTS) -> list[Any]:
+    """Build one input list for ``seed`` and ``distribution`` on ``device`` (:func:`make_inputs_noted`
+    without the note of how it was made).
 
     Raises:
-        ValueError: an unknown distribution name.
+        ValueError: an unknown distribution name or way of making a class's inputs.
     """
-    torch.manual_seed(seed)
-    if device == "cpu":
-        base = list(get_inputs())
-    else:
-        with torch.device(device):
-            base = list(get_inputs())
+    return make_inputs_noted(torch, get_inputs, seed, distribution, large, device, how)[0]
+
+
+def make_inputs_noted(torch: Any, get_inputs: Callable[[], list[Any]], seed: int, distribution: str,
+                      large: float, device: str, how: str = FACTORY_INPUTS) -> tuple[list[Any], str]:
+    """One input list for ``seed`` and ``distribution`` on ``device``, and how it was made: ``""`` (the
+    task's own draw), ``"factory"`` (the task's ``get_inputs`` with the class's draws), ``"strided"``
+    (the task's values, non-contiguous) or ``"redraw"`` / ``"redraw (why)"`` (each floating-point
+    input redrawn whole: asked for by ``how``, or the fallback, with its reason).
+
+    ``how`` is the protocol's ``correctness.class_inputs``. Non-tensor values are kept as
+    ``get_inputs()`` made them. ``noncontiguous`` keeps the strided view on the device, so the
+    candidate really receives a non-contiguous tensor.
+
+    Raises:
+        ValueError: an unknown distribution name or way of making a class's inputs.
+    """
+    if how not in (FACTORY_INPUTS, REDRAW_INPUTS):
+        raise ValueError(f"unknown way of making a class's inputs {how!r}: {FACTORY_INPUTS!r} or {REDRAW_INPUTS!r}")
+    if distribution != TASK_DISTRIBUTION and distribution not in CLASS_DISTRIBUTIONS:
+        raise ValueError(f"unknown input distribution {distribution!r}")
+    if distribution == TASK_DISTRIBUTION:
+        return [_to_device(torch, t, device) for t in _run_get_inputs(torch, get_inputs, seed, device, None)], ""
+    if how == FACTORY_INPUTS and distribution == "noncontiguous":
+        base = _run_get_inputs(torch, get_inputs, seed, device, None)
+        for i, t in enumerate(base):
+            if isinstance(t, torch.Tensor):
+                t = _to_device(torch, t, device)
+                base[i] = _strided(torch, t) if t.is_floating_point() else t
+        return base, "strided"
+    note = REDRAW_INPUTS
+    if how == FACTORY_INPUTS:
+        mode = _class_draws(torch)(distribution, seed, large)
+        try:
+            made = _run_get_inputs(torch, get_inputs, seed, device, mode)
+        except Exception as exc:  # noqa: BLE001 - any failure of the re-run falls back, and says why
+            why = f"get_inputs raised under the class's draws: {type(exc).__name__}: {str(exc)[:160]}"
+        else:
+            if mode.swapped or not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in made):
+                return [_to_device(torch, t, device) for t in made], FACTORY_INPUTS
+            why = "get_inputs made its floating-point inputs without a torch random draw"
+            del made
+        note = f"{REDRAW_INPUTS} ({why})"
+    base = _run_get_inputs(torch, get_inputs, seed, device, None)
     gen = torch.Generator(device=device).manual_seed(seed)
     out: list[Any] = []
     for t in base:
         if not isinstance(t, torch.Tensor):
             out.append(t)
             continue
-        if distribution != TASK_DISTRIBUTION and t.is_floating_point():
+        if t.is_floating_point():
             t = _redraw(torch, t, distribution, gen, large, device)
         out.append(_to_device(torch, t, device))
-    return out
+    return out, note
+
+
+def _run_get_inputs(torch: Any, get_inputs: Callable[[], list[Any]], seed: int, device: str,
+                    mode: Any) -> list[Any]:
+    """``get_inputs()`` under ``torch.manual_seed(seed)``, on ``device`` (a device context on CUDA, so
+    its draws happen there), under the class's draw mode when one is given (innermost: it sees each
+    call first, and the tensors it makes still land on the device)."""
+    if device == "cpu":
+        torch.default_generator.manual_seed(seed)   # what torch.manual_seed does for CPU draws, 30x cheaper
+    else:
+        torch.manual_seed(seed)
+    with contextlib.ExitStack() as stack:
+        if device != "cpu":
+            stack.enter_context(torch.device(device))
+        if mode is not None:
+            stack.enter_context(mode)
+        return list(get_inputs())
+
+
+def _strided(torch: Any, t: Any) -> Any:
+    """``t``'s values in a non-contiguous layout (every other element of a buffer twice as wide in the
+    last dimension), on ``t``'s device; a 0-d tensor is returned as it is."""
+    if t.dim() == 0:
+        return t
+    shape = tuple(t.shape)
+    wide = torch.empty(shape[:-1] + (2 * shape[-1],), dtype=t.dtype, device=t.device)
+    view = wide[..., ::2]
+    view.copy_(t)
+    return view
+
+
+def class_seed(seed: int, distribution: str, device: str) -> int:
+    """The seed of the class's generator on one device: distinct per class, so no two classes of one
+    seed draw related values (``large`` is not ``normal`` scaled)."""
+    digest = hashlib.sha256(f"class:{seed}:{distribution}:{device}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & _SEED_MASK
+
+
+def _class_fill(torch: Any, t: Any, distribution: str, gen: Any, large: float) -> None:
+    """Fill floating-point ``t`` in place with the class's values: one pass over it, as the draw it
+    replaces (``zeros_mixed`` adds a one-byte-per-element mask)."""
+    if distribution == "normal":
+        t.normal_(0.0, 1.0, generator=gen)
+    elif distribution == "uniform":
+        t.uniform_(0.0, 1.0, generator=gen)
+    elif distribution == "negative":
+        t.uniform_(0.0, 1.0, generator=gen).add_(1e-3).neg_()
+    elif distribution == "zeros_mixed":
+        t.normal_(0.0, 1.0, generator=gen)
+        zero = torch.empty(t.shape, dtype=torch.bool, device=t.device).bernoulli_(0.5, generator=gen)
+        t.masked_fill_(zero, 0.0)
+        del zero
+    elif distribution == "large":
+        t.normal_(0.0, large, generator=gen)
+    else:
+        raise ValueError(f"input class {distribution!r} has no draw of its own")
+
+
+_CLASS_DRAWS: list[Any] = []   # the mode class, built on first use (this module must not import torch)
+
+
+def _lookup(table: dict[Any, Any], func: Any) -> Any:
+    try:
+        return table.get(func)
+    except TypeError:        # an unhashable callable is none of the draws
+        return None
+
+
+def _member(func: Any, funcs: set[Any]) -> bool:
+    try:
+        return func in funcs
+    except TypeError:
+        return False
+
+
+def _class_draws(torch: Any) -> Any:
+    """The torch function mode that gives a re-run of ``get_inputs`` the class's draws.
+
+    Why a mode, not patched module attributes: it sees every call, including a ``from torch import
+    rand`` made when the problem was imported, and it leaves nothing patched behind (the integrity
+    check watches torch's functions)."""
+    if _CLASS_DRAWS:
+        return _CLASS_DRAWS[0]
+    from torch.overrides import TorchFunctionMode
+
+    fresh = {torch.rand: torch.empty, torch.randn: torch.empty,
+             torch.rand_like: torch.empty_like, torch.randn_like: torch.empty_like}
+    methods = {getattr(torch.Tensor, n) for n in _FILL_METHODS}
+    init = torch.nn.init
+    fillers = {getattr(init, n) for n in _INIT_FILLERS if hasattr(init, n)}
+
+    class ClassDraws(TorchFunctionMode):
+        """Continuous random draws take the class's values; everything else runs as written."""
+
+        def __init__(self, distribution: str, seed: int, large: float) -> None:
+            super().__init__()
+            self.distribution, self.seed, self.large = distribution, seed, large
+            self.gens: dict[str, Any] = {}
+            self.swapped = 0
+
+        def _fill(self, t: Any) -> bool:
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                return False
+            self.swapped += 1
+            if self.swapped > _MAX_CLASS_DRAWS:
+                raise RuntimeError(f"more than {_MAX_CLASS_DRAWS} random draws in one get_inputs() "
+                                   "(a loop that waits for a value this class never draws?)")
+            key = str(t.device)
+            gen = self.gens.get(key)
+            if gen is None:
+                gen = self.gens[key] = torch.Generator(device=t.device)
+                gen.manual_seed(class_seed(self.seed, self.distribution, key))
+            with torch.no_grad():
+                _class_fill(torch, t, self.distribution, gen, self.large)
+            return True
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = dict(kwargs or {})
+            make = _lookup(fresh, func)
+            if make is not None:
+                bare = {k: v for k, v in kwargs.items() if k != "generator"}
+                t = make(*args, **bare)
+                return t if self._fill(t) else func(*args, **kwargs)
+            if _member(func, methods):
+                if args and self._fill(args[0]):
+                    return args[0]
+                return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if func is torch.normal:
+                self._fill(out)
+            elif _member(func, fillers):
+                self._fill(args[0] if args else kwargs.get("tensor"))
+            return out
+
+    _CLASS_DRAWS.append(ClassDraws)
+    return ClassDraws
 
 
 # ------------------------------------------------------------------------------------ fingerprints
@@ -215,6 +418,80 @@ def unchanged_marks(torch: Any, inputs: list[Any], rebuild: Callable[[], list[An
 
 
 # ------------------------------------------------------------------------------------ timed sets
+_RAW_DRAWS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()   # get_inputs -> raw?
+_DRAW_TRACKER: list[Any] = []
+# draws whose elements are independent and alike, so a shifted window of several is again such a draw
+# (randperm and multinomial are not: a window of permutations is no permutation)
+_IID_DRAWS = ("rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "normal", "bernoulli",
+              "poisson")
+_IID_FILLS = ("normal_", "uniform_", "exponential_", "cauchy_", "log_normal_", "random_", "bernoulli_",
+              "geometric_")
+
+
+def raw_draws_only(torch: Any, get_inputs: Callable[[], list[Any]], seed: int, device: str) -> bool:
+    """Whether every tensor ``get_inputs()`` returns is a random draw left as drawn (the tensor a
+    ``torch.rand``/``randn``/``randint``/... call or an in-place fill made, not written since): then
+    windows of concatenated draws are draws too (:class:`TimedSets`). Anything else (``tril`` of a
+    draw, a softmax, a constant, a value made outside torch) is structure a window could break.
+    Decided once per ``get_inputs`` (one draw, by a pass-through torch function mode, so the values
+    are the task's own); a ``get_inputs`` that raises here is treated as structured."""
+    try:
+        known = _RAW_DRAWS.get(get_inputs)
+    except TypeError:
+        known = None
+    if known is not None:
+        return known
+    tracker = _draw_tracker(torch)()
+    try:
+        made = _run_get_inputs(torch, get_inputs, seed, device, tracker)
+    except Exception:  # noqa: BLE001 - exact sets are always right, only slower
+        raw = False
+    else:
+        raw = all(tracker.untouched(t) for t in made if isinstance(t, torch.Tensor))
+        del made
+    try:
+        _RAW_DRAWS[get_inputs] = raw
+    except TypeError:
+        pass
+    return raw
+
+
+def _draw_tracker(torch: Any) -> Any:
+    """The pass-through torch function mode behind :func:`raw_draws_only` (built on first use)."""
+    if _DRAW_TRACKER:
+        return _DRAW_TRACKER[0]
+    from torch.overrides import TorchFunctionMode
+
+    draws = {getattr(torch, n) for n in _IID_DRAWS if hasattr(torch, n)}
+    fills = {getattr(torch.Tensor, n) for n in _IID_FILLS if hasattr(torch.Tensor, n)}
+
+    class DrawTracker(TorchFunctionMode):
+        """Notes each tensor a draw made, with its version counter right after the draw."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.drawn: dict[int, tuple[Any, int]] = {}
+
+        def _note(self, t: Any) -> None:
+            if isinstance(t, torch.Tensor):
+                self.drawn[id(t)] = (t, int(t._version))
+
+        def untouched(self, t: Any) -> bool:
+            seen = self.drawn.get(id(t))
+            return seen is not None and seen[0] is t and int(t._version) == seen[1]
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            if _member(func, draws):
+                self._note(out)
+            elif _member(func, fills) and args:
+                self._note(args[0])
+            return out
+
+    _DRAW_TRACKER.append(DrawTracker)
+    return DrawTracker
+
+
 def pool_of(torch: Any, get_inputs: Callable[[], list[Any]], seeds: list[int], device: str) -> list[Any]:
     """The pool behind windowed sets: per input, the exact draws of ``seeds`` concatenated flat
     (a non-tensor input is kept as the first draw made it). Entry: (template, flat) or the value."""
@@ -307,6 +584,17 @@ class TimedSets:
     ``o_q <= n``, copied into the graph's static sets outside the timed region). A pool whose
     offsets are used up is replaced by fresh draws. Repetition ``q`` of a seed is a pure function of
     (seed, q), the same in every arm, and :meth:`spec` names any of its sets for the reference.
+
+    Windows are cut at any element offset, so they are draws only where every tensor input *is* a
+    random draw, untouched afterwards (:func:`raw_draws_only`): then a shifted window of concatenated
+    draws is itself a draw. Where ``get_inputs`` builds structure (``tril``, a softmax, a
+    permutation, an integer range turned into signs), a window would break it and a timed output
+    would be compared on inputs the problem can never produce (KernelBench L1 15: every lower-
+    triangular candidate failed the stale-output check). Those problems get ``exact`` sets instead:
+    each of a repetition's ``k`` sets is a whole draw of its own seed (named by a ``fresh`` spec).
+    Their mutation evidence is the CUDA events path's: when the next repetition retires them, one set
+    chosen at random then (after its call returned) is compared bitwise with a rebuild from its seed
+    (fingerprinting every set before and after would cost more than the draws themselves).
     """
 
     def __init__(self, torch: Any, get_inputs: Callable[[], list[Any]], seed: int, large: float,
@@ -320,6 +608,10 @@ class TimedSets:
         self._pool_id = -1
         self._sizes: list[int] = []
         self._ndraws = 2 if mode == "window" else self.k + 1
+        # structured inputs: every set a whole draw (see the class docstring); decided once per get_inputs
+        self.exact = mode != "fresh" and not raw_draws_only(torch, get_inputs, seed, device)
+        self._exact: list[list[Any]] = []            # the sets of the repetition last handed out (exact)
+        self._exact_q = -1                           # ... and that repetition's index
         self.fp_before: list[str] = []     # fingerprints of each pool when drawn ...
         self.fp_after: list[str] = []      # ... and when retired: a write by the model shows here
 
@@ -336,10 +628,24 @@ class TimedSets:
         self.fp_before += fingerprints(self.torch, self.pool_tensors())
 
     def retire(self) -> None:
-        """Fingerprint the current pool again and drop it."""
-        if self._pool is not None:
+        """Fingerprint the current pool again and drop it (exact: check one of the last repetition's
+        sets, chosen now, against a rebuild from its seed)."""
+        if self._exact:
+            i = secrets.randbelow(len(self._exact))
+            before, after = unchanged_marks(self.torch, self._exact[i], lambda: make_inputs(
+                self.torch, self.get_inputs, self._exact_seed(self._exact_q, i), TASK_DISTRIBUTION, self.large,
+                self.device))
+            tag = f"exact:{self._exact_q}:{i}:"
+            self.fp_before += [tag + m for m in before]
+            self.fp_after += [tag + m for m in after]
+        elif self._pool is not None:
             self.fp_after += fingerprints(self.torch, self.pool_tensors())
         self._pool = None
+        self._exact = []
+
+    def _exact_seed(self, q: int, i: int) -> int:
+        """The input seed of set ``i`` of repetition ``q`` on the exact path."""
+        return buffer_seed(buffer_seed(self.seed, 2_000_003 + q), i + 1)
 
     def _per_pool(self) -> int:
         """Repetitions one pool serves with no set repeated."""
@@ -372,6 +678,8 @@ class TimedSets:
         """The spec naming set ``i`` of repetition ``q`` (what :func:`inputs_from_spec` rebuilds)."""
         if self.mode == "fresh":
             return {"kind": "fresh", "seed": buffer_seed(self.seed, q + 1)}
+        if self.exact:
+            return {"kind": "fresh", "seed": self._exact_seed(q, i)}
         p, starts, steps, _ = self._layout(q)
         return {"kind": "window", "pool_seeds": self._seeds_for(p),
                 "starts": [s + i * st for s, st in zip(starts, steps)]}
@@ -385,6 +693,13 @@ class TimedSets:
             self.last_keys = [("fresh", q)]
             return q, [make_inputs(self.torch, self.get_inputs, buffer_seed(self.seed, q + 1),
                                    TASK_DISTRIBUTION, self.large, self.device)]
+        if self.exact:
+            self.retire()
+            self._exact = [make_inputs(self.torch, self.get_inputs, self._exact_seed(q, i), TASK_DISTRIBUTION,
+                                       self.large, self.device) for i in range(self.k)]
+            self._pool_id = self._exact_q = q   # names this repetition's sets (the child keys timed sets by it)
+            self.last_keys = [("exact", q, i) for i in range(self.k)]
+            return q, [list(st) for st in self._exact]
         p, starts, steps, o = self._layout(q)
         self._pool_for(p)
         assert self._pool is not None
@@ -396,7 +711,10 @@ class TimedSets:
         return q, windows(self.torch, self._pool, starts, steps, self.k)
 
     def pool_tensors(self) -> list[Any]:
-        """The pool's flat tensors (what a mutation would change), for fingerprints."""
+        """The pool's flat tensors (exact: the last repetition's set tensors): what a mutation would
+        change, for fingerprints."""
+        if self.exact:
+            return [t for st in self._exact for t in st if isinstance(t, self.torch.Tensor)]
         return [e.flat for e in (self._pool or []) if isinstance(e, _Pooled)]
 
 
