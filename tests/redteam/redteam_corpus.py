@@ -3,6 +3,8 @@
 Every corpus file carries a ``REDTEAM = {...}`` JSON line in its docstring: the task it attacks (a
 native task name, or a path under tests/redteam/) and the gate meant to catch it (``null`` for an
 honest candidate).
+The honest corpus (``honest/corpus/``) adds ``class`` (the technique, e.g. ``algebraic``, ``triton``) and
+``backends`` (where the candidate runs: ``cpu``, ``cuda``); entries without them keep the defaults.
 """
 
 from __future__ import annotations
@@ -11,17 +13,22 @@ import json
 import re
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 HERE = Path(__file__).resolve().parent
 _META = re.compile(r"REDTEAM = (\{.*\})")
 
 
 class CorpusEntry(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     path: Path
     task: str
     gate: str | None
     exclusive: bool = False
+    # the honest corpus's technique class (JSON key "class") and the backends the candidate runs on
+    technique: str | None = Field(default=None, alias="class")
+    backends: list[str] = Field(default_factory=lambda: ["cpu"])
 
     @property
     def name(self) -> str:
@@ -45,3 +52,16 @@ def entry(path: Path) -> CorpusEntry:
 
 def corpus(folder: str) -> list[CorpusEntry]:
     return [entry(p) for p in sorted((HERE / folder).glob("*.py"))]
+
+
+HONEST_CORPUS = "honest/corpus"
+
+
+def honest_corpus(backend: str | None = None) -> list[CorpusEntry]:
+    """The honest corpus (``honest/corpus/``): every entry, or those that run on ``backend``.
+
+    Kept apart from ``honest/`` itself, which ``test_redteam_corpus.py`` runs whole on the CPU: most of
+    these entries are CUDA-only, and all of them together take minutes (``benchmarks/honest_corpus.py``).
+    """
+    entries = corpus(HONEST_CORPUS)
+    return [e for e in entries if backend is None or backend in e.backends]

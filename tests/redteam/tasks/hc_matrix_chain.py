@@ -1,0 +1,27 @@
+"""(A @ B) @ X for square A, B and a thin X (fp32): the product as written, left to right.
+
+AutoTuneBench's own problem in KernelBench format, written for the honest corpus (tests/redteam/honest/corpus);
+sizes depend on the device get_inputs runs under: small on the CPU (and on meta, where the FLOP count runs),
+GPU-sized on CUDA.
+"""
+
+import torch
+import torch.nn as nn
+
+
+def _n() -> int:
+    return 4096 if torch.empty(0).device.type == "cuda" else 384
+
+
+class Model(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return (a @ b) @ x
+
+
+def get_inputs() -> list[torch.Tensor]:
+    n = _n()
+    return [torch.randn(n, n), torch.randn(n, n), torch.randn(n, 16)]
+
+
+def get_init_inputs() -> list[int]:
+    return []
