@@ -136,6 +136,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--pg", default=os.environ.get("ATB_TEST_PG_URL"))
     ap.add_argument("--out", default="benchmarks/results/checkpoint_cpu")
+    ap.add_argument("--stores", default="sqlite,postgresql", help="which stores to run (postgresql needs --pg)")
     args = ap.parse_args()
     from harness.store import SqliteStore, verify_path
 
@@ -143,14 +144,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="atb-bench-cp-") as tmp:
         key_dir = Path(tmp) / "keys"
         db = Path(tmp) / "atb.sqlite"
-        store = SqliteStore(db)
-        try:
-            r = _bench("sqlite", store, lambda: verify_path(db, key_dir), args.rows, args.repeats, key_dir)
-        finally:
-            store.close()
-        results.append(r)
-        print(json.dumps(r), flush=True)
-        if args.pg:
+        if "sqlite" in args.stores:
+            store = SqliteStore(db)
+            try:
+                r = _bench("sqlite", store, lambda: verify_path(db, key_dir), args.rows, args.repeats, key_dir)
+            finally:
+                store.close()
+            results.append(r)
+            print(json.dumps(r), flush=True)
+        if args.pg and "postgresql" in args.stores:
             import psycopg
 
             from harness.store._postgres import PostgresStore

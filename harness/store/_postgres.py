@@ -320,6 +320,11 @@ class PostgresStore(SqliteStore):
             raise StoreTampered(str(self.path), f"{table} (chain_seq {seq}): row_hash does not match the row's "
                                 "content: it was changed after it was written")
 
+    def chain_head(self) -> tuple[int, str]:
+        """(chain_seq, row_hash) of the newest row in one round trip (the checkpoint's head read)."""
+        seq, digest, _ = head(self.x)
+        return seq, digest
+
     def verify(self, key_dir: Path | str | None = None) -> StoreVerification:
         """Schema version and rule objects, the whole hash chain, every row replayed through the rules
         (into an in-memory copy of the SQLite schema: the rules are the same), and the signed checkpoints
