@@ -135,3 +135,24 @@ def test_report_names_a_draft_protocol_at_the_top(tmp_path: Path, monkeypatch: p
     assert main(["report", a, b, "--out", str(tmp_path / "r2"), "--db", str(db), "--json"]) == 0
     assert "DRAFT PROTOCOL" not in (tmp_path / "r2" / "report.html").read_text()
     capsys.readouterr()
+
+
+def test_a_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict record (its detail) and the result both say protocol_draft; the same protocol once
+    its digest is released says False."""
+    from harness.measure.session import open_measurement_session
+    from harness.verdict.evaluate import evaluate_candidate
+
+    proto = load_protocol()
+    crash = "raise RuntimeError('this candidate does not import')\n"
+    with SqliteStore(tmp_path / "v.sqlite") as store:
+        with open_measurement_session(store, "cpu", proto, note="tests") as ctx:
+            res = evaluate_candidate("relu", crash, store=store, session=ctx, protocol=proto, prespawn_next=False)
+            assert res.protocol_draft is True
+            assert store.verdict(res.verdict_id).detail["protocol_draft"] is True
+            monkeypatch.setitem(RELEASED, "9.9.9", file_sha256(draft))
+            res2 = evaluate_candidate("relu", crash + "# 2\n", store=store, session=ctx, protocol=proto,
+                                      prespawn_next=False)
+            assert res2.protocol_draft is False
+            assert store.verdict(res2.verdict_id).detail["protocol_draft"] is False
