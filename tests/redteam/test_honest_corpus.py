@@ -14,6 +14,7 @@ fails here, not in the benchmark. ``benchmarks/honest_corpus.py`` runs the whole
 from __future__ import annotations
 
 import ast
+import json
 import contextlib
 import importlib.util
 import sys
@@ -235,3 +236,37 @@ def test_honest_entry_is_accepted_by_the_harness(name: str, measured: tuple[Any,
     assert r.verdict == "accepted" and not failed, (r.reason, failed)
     assert r.correct and r.speedup is not None and r.speedup > 0
 
+
+
+# ------------------------------------------------------------------------------------------- the benchmark's records
+def _benchmark() -> ModuleType:
+    return _module(HERE.parents[1] / "benchmarks" / "honest_corpus.py", "atb_honest_corpus_benchmark")
+
+
+def test_benchmark_resumes_and_summarises(tmp_path: Path) -> None:
+    """The benchmark skips settled entries (an ``error`` row is retried once) and its summary counts
+    acceptance, the ratio error and the cheats that got through, from the rows as written."""
+    bench = _benchmark()
+    rows = [
+        {"kind": "honest", "name": "a", "class": "algebraic", "status": "accepted", "accepted": True,
+         "harness_ratio": 2.0, "independent_ratio": 1.6, "ratio_error": 0.25, "failed_gates": []},
+        {"kind": "honest", "name": "b", "class": "structure", "status": "rejected", "accepted": False,
+         "harness_ratio": 3.0, "independent_ratio": 3.0, "ratio_error": 0.0, "rejecting_gates": ["stale_output"],
+         "failed_gates": [{"name": "stale_output", "detail": "timed output differs"}]},
+        {"kind": "honest", "name": "c", "status": "error", "accepted": False},
+        {"kind": "cheat", "name": "x", "status": "accepted", "accepted": True, "harness_ratio": 1.5,
+         "caught": False, "expected_gate": "stale_output"},
+        {"kind": "cheat", "name": "y", "status": "rejected", "accepted": False, "caught": True,
+         "caught_by_any_gate": True, "expected_gate": "anomaly", "rejecting_gates": ["anomaly"]},
+    ]
+    out = tmp_path / "rows.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"torn')
+    assert bench.read_done(out) == {"honest:a", "honest:b", "cheat:x", "cheat:y"}
+    with out.open("a") as f:
+        f.write("\n" + json.dumps(rows[2]) + "\n")
+    assert "honest:c" in bench.read_done(out)          # a second error row settles it
+    md = bench.render(bench.latest_rows(out), "cpu")
+    assert "honest entries accepted: **1 of 3**" in md
+    assert "median **0.125**, max 0.250" in md
+    assert "caught by the gate meant for them: **1 of 2**" in md and "above 1.1: **1** (x)" in md
+    assert "stale_output: timed output differs" in md
