@@ -13,7 +13,8 @@ What is redacted (each replaced so the shape stays readable):
 - API tokens: ``sk-...`` (OpenAI, Anthropic ``sk-ant-...``), GitHub ``ghp_``/``gho_``/``ghs_``/``ghu_``/
   ``ghr_``/``github_pat_``, AWS access key ids ``AKIA...``;
 - ``Bearer ...`` and ``Basic ...`` credentials;
-- ``password=...``, ``passwd:``, ``secret=``, ``token=``, ``api_key=``, ``apikey=`` (also quoted, JSON style).
+- ``password=...``, ``passwd:``, ``secret=``, ``token=``, ``api_key=``, ``apikey=``, also with a prefix
+  (``DB_PASSWORD=``, ``OPENAI_API_KEY=``) and quoted, JSON style.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _TOKENS = re.compile(
 _AUTH_SCHEME = re.compile(r"(?i)\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=\-]{6,}")
 _KEY_VALUE = re.compile(
     r"""(?ix)
-    (["']?\b(?:password|passwd|pwd|secret|client_secret|token|access_token|api[_-]?key|apikey)["']?
+    (["']?\b(?:[A-Za-z0-9]+_)*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey)["']?
      \s*[=:]\s*["']?)
     (?!<redacted>)[^\s&;,'"<>()]{4,}""")
 

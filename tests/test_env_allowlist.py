@@ -111,8 +111,9 @@ def test_redact_removes_url_userinfo_tokens_and_passwords() -> None:
     assert "postgresql://<redacted>@db.internal:5432/prod" in out and "https://example.com/plain stays" in out
     assert redact_obj({"a": [DB_URL, 3], "b": (BASE_URL,)}) == {
         "a": ["postgresql://<redacted>@db.internal:5432/prod", 3], "b": ("https://<redacted>@llm.example/v1",)}
+    assert redact("OPENAI_API_KEY=abc123xyz DB_PASSWORD=hunter22") == "OPENAI_API_KEY=<redacted> DB_PASSWORD=<redacted>"
     # ordinary measurement text is left alone
-    plain = "speedup 1.02x [0.99, 1.05]; tokens_in 120; token count 3; timing_method events"
+    plain = "speedup 1.02x [0.99, 1.05]; tokens_in 120; max_tokens=4096; token count 3; timing_method events"
     assert redact(plain) == plain
 
 
