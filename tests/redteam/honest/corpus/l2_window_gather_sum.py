@@ -41,6 +41,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self._rt: ctypes.CDLL | None = None
         self._max_window = 0
+        self._persisting = 0
         self._ready = False
 
     def _setup(self, device: torch.device) -> None:
@@ -58,14 +59,15 @@ class ModelNew(nn.Module):
             return
         if rt.cudaDeviceSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(persist.value)) != 0:
             return
-        self._rt, self._max_window = rt, window.value
+        self._rt, self._max_window, self._persisting = rt, window.value, persist.value
 
     def _set_window(self, stream: int, ptr: int, nbytes: int) -> None:
         assert self._rt is not None
         value = _AttrValue()
         value.accessPolicyWindow.base_ptr = ptr
         value.accessPolicyWindow.num_bytes = nbytes
-        value.accessPolicyWindow.hitRatio = 1.0 if nbytes else 0.0
+        # the share of the window that may persist: the set-aside L2 over the window (CUDA's own guidance)
+        value.accessPolicyWindow.hitRatio = min(1.0, self._persisting / nbytes) if nbytes else 0.0
         value.accessPolicyWindow.hitProp = _PROP_PERSISTING if nbytes else _PROP_NORMAL
         value.accessPolicyWindow.missProp = _PROP_STREAMING if nbytes else _PROP_NORMAL
         self._rt.cudaStreamSetAttribute(ctypes.c_void_p(stream), _ACCESS_POLICY_WINDOW, ctypes.byref(value))
