@@ -1,8 +1,8 @@
-"""``open_sandbox``: the one way to get a sandbox. Docker whenever a daemon answers; bwrap otherwise."""
+"""``open_sandbox``: the one way to get a sandbox. Docker whenever a daemon answers; bwrap otherwise,
+over the image's root filesystem when built, else over the host's own files (read-only)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Literal
@@ -23,9 +23,17 @@ def open_sandbox(limits: SandboxLimits | None = None, backend: Backend = "auto",
     and falls back to bubblewrap. A missing image with a live daemon is an error, not a fallback: the
     default backend must not change silently because a build step was skipped.
 
+    bubblewrap (``auto`` without a daemon, or ``bwrap``) runs over the image's root filesystem when
+    ``atb sandbox build --no-docker`` made one, else over the host's own files, read-only (a GPU host
+    without Docker, issue 26); that choice is said on stderr (unless ``quiet``), and every reason in
+    the chain is recorded in ``info().enforcement['selection']``.
+
     Raises ``SandboxUnavailableError`` (neither backend can run; the message names both reasons),
-    ``ImageMissingError`` (run ``atb sandbox build``), ``SandboxError`` (a container failed to start).
+    ``ImageMissingError`` (run ``atb sandbox build``), ``HostRootError`` (no image root, and no Python
+    the tuner can reach on the host; the message names the fix), ``SandboxError`` (a container failed
+    to start).
     """
+    from sandbox._bwrap import BwrapSandbox, bwrap_available
     from sandbox._docker import DockerSandbox, docker_client
 
     if backend not in ("auto", "docker", "bwrap"):
@@ -34,6 +42,7 @@ def open_sandbox(limits: SandboxLimits | None = None, backend: Backend = "auto",
         from protocol import load_protocol
 
         limits = SandboxLimits.from_params(load_protocol().sandbox)
+    selection: list[str] = []
     if backend in ("auto", "docker"):
         try:
             client = docker_client()
@@ -43,12 +52,35 @@ def open_sandbox(limits: SandboxLimits | None = None, backend: Backend = "auto",
             docker_reason = str(exc)
         else:
             return DockerSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base, client=client)
-        if shutil.which("bwrap") is None:
-            raise SandboxUnavailableError(
-                f"{docker_reason}; and bubblewrap, the fallback, is not installed (apt-get install bubblewrap)"
-            )
+        missing = bwrap_available()
+        if missing is not None:
+            raise SandboxUnavailableError(f"{docker_reason}; and bubblewrap, the fallback, cannot run: {missing}")
+        selection.append(f"auto: {docker_reason}")
         if not quiet:
             print(f"atb: {docker_reason}. Using the bubblewrap backend instead.", file=sys.stderr)
-    from sandbox._bwrap import BwrapSandbox
+    else:
+        selection.append("bwrap asked for")
+    root, why = bwrap_root(limits.image)
+    if root == "image":
+        return BwrapSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base, root="image",
+                            selection=selection)
+    selection.append(why)
+    if not quiet:
+        print(f"atb: {why} (only the system folders, a few /etc files and one Python interpreter, bound "
+              "read-only; see `info().enforcement['root_filesystem']`).", file=sys.stderr)
+    return BwrapSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base, root="host",
+                        selection=selection)
 
-    return BwrapSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base)
+
+def bwrap_root(tag: str) -> tuple[Literal["image", "host"], str]:
+    """Which root the bubblewrap backend uses for image ``tag`` and why: the image's root filesystem
+    when ``atb sandbox build`` made it, else the host's own files (read-only). The one place that
+    decides it (``open_sandbox``; ``atb sandbox status`` may ask it too)."""
+    from sandbox._identity import RELEASE_FILE
+    from sandbox._image import rootfs_path
+
+    rootfs = rootfs_path(tag)
+    if (rootfs / RELEASE_FILE).is_file():
+        return "image", f"the image's root filesystem {rootfs}"
+    return "host", (f"no image root filesystem at {rootfs} (`atb sandbox build --no-docker` makes one), "
+                    "so bubblewrap runs over the host's own files, read-only")
