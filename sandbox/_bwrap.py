@@ -313,6 +313,8 @@ class BwrapSandbox(WorkspaceSandbox):
         }
         if self._torch_note:
             enforcement["torch"] = self._torch_note
+        elif self._site is not None:
+            enforcement["torch"] = f"{self._site} bound read-only at {SITE_PACKAGES_IN_SANDBOX} (PYTHONPATH)"
         enforcement["selection"] = " -> ".join(self._selection)
         if self._host is not None:
             enforcement["python"] = f"{self._host.python}: {self._host.python_reason}"
