@@ -204,7 +204,8 @@ def check_checkpoints(index: ChainIndex, key_dir: Path | str | None = None) -> t
             continue
         have = index.hashes.get(seq)
         if have is None:
-            why = "the store no longer holds that row: rows were deleted from the end (truncated)"
+            why = ("the store no longer holds that row: rows were deleted from the end (truncated), or this is an "
+                   "older copy of the store (a backup made before that head)")
         elif have != digest:
             why = "the chain there now holds another hash: rows were rewritten and the chain recomputed"
         else:
