@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transcripts import EndData, HeaderData, TranscriptWriter, read_transcript
+from transcripts import EndData, HeaderData, StoreCheckpointRef, TranscriptWriter, read_transcript
 
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
@@ -148,9 +148,13 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
         counts = tuner.run(env)
         outcome = recorder.finish(detail={"transcript": str(writer.path), "model_calls": counts.model_calls,
                                           "truncated_calls": counts.truncated_calls})
+        cp = recorder.checkpoint
+        signed = None if cp is None else StoreCheckpointRef(store_id=cp.store_id, head_seq=cp.head_seq,
+                                                            head_hash=cp.head_hash, signature_id=cp.signature_id,
+                                                            signed_at=cp.signed_at)
         writer.append("end", EndData(status=outcome.status, iterations=counts.iterations, model_calls=counts.model_calls,
                                      truncated_calls=counts.truncated_calls, truncated_fraction=outcome.truncated_fraction,
-                                     reason=outcome.reason))
+                                     reason=outcome.reason, checkpoint=signed))
         return recorder.summary()
     finally:
         svc.close()

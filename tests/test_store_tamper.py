@@ -247,8 +247,7 @@ def store_device(conn: sqlite3.Connection, sid: str) -> str:
 
 def test_a_deleted_row_breaks_the_chain(store: SqliteStore, db: Path) -> None:
     _two_runs(store)
-    seq = store.query("SELECT chain_seq FROM reports LIMIT 1") or store.query(
-        "SELECT chain_seq FROM candidates ORDER BY chain_seq LIMIT 1")
+    seq = store.query("SELECT chain_seq FROM candidates ORDER BY chain_seq LIMIT 1")
     gone = int(seq[0][0])
     store.close()
     conn = connect(db)

@@ -151,7 +151,10 @@ def test_the_committed_live_transcript_replays_byte_for_byte_and_a_flipped_byte_
     finally:
         services.close()
     assert report.requests_identical == report.model_calls == len(t.model_calls()) >= 1
-    assert report.verdicts_reproduced and report.submissions_checked == t.header.budget
+    # the committed transcript ships without its store: nothing signed to check its verdicts against,
+    # so replay must not claim them reproduced (issue 27: a transcript's own records are not evidence)
+    assert not report.verdicts_reproduced and report.verdict_evidence == "none"
+    assert report.submissions_checked == t.header.budget
     raw = bytearray(LIVE.read_bytes())
     raw[len(raw) // 2] ^= 0x01
     bad = tmp_path / "flipped.jsonl"
