@@ -163,3 +163,22 @@ def test_the_table_summarises_each_arm_from_each_problems_latest_row(tmp_path: P
     text = render.render(latest)
     assert "| random, 1, 10, cuda, 1 | 4 (1 broke) | 50% | 50% |" in text and "| 4_D | error: exit 1: boom" in text
     assert "random, 2, 10, cuda, 1" in text
+
+
+def test_a_resume_under_another_module_space_is_refused_before_a_session_opens(tmp_path: Path) -> None:
+    from harness.tuning.campaigns import CampaignError, CampaignRecorder
+    from harness.tuning.search import random_search_task
+    from test_campaign_support import open_session
+
+    problem = FIX / "tiny_scale_shift.py"
+    subject = load_subject(problem)
+    config = {"backend": "cpu", **subject.search_config()}
+    config["module_space"] = {**config["module_space"], "renderer_sha256": "0" * 64}   # rendered by other code
+    with SqliteStore(tmp_path / "atb.sqlite") as store:
+        rec = CampaignRecorder.open(store, PROTO, task_id=subject.id, kind="kernel", tuner_spec="random", seed=1,
+                                    budget=2, session_id=open_session(store), config=config)
+        sessions = store.query("SELECT count(*) FROM sessions")[0][0]
+        with pytest.raises(CampaignError, match="module_space"):
+            random_search_task(problem, store=store, protocol=PROTO, budget=2, seed=1, backend="cpu",
+                               campaign_id=rec.campaign_id)
+        assert store.query("SELECT count(*) FROM sessions")[0][0] == sessions

@@ -218,6 +218,7 @@ import contextlib as _atb_contextlib
 import torch as _atb_torch
 
 _ATB_POINT = __ATB_POINT__
+_ATB_GRAPHED_MODES = ("reduce-overhead", "max-autotune")   # the modes with triton.cudagraphs on
 
 
 def _atb_map(fn, obj):
@@ -315,7 +316,8 @@ class ModelNew(Model):
         with mode:
             if point["channels_last"]:
                 args = tuple(_atb_map(_atb_channels_last, a) for a in args)
-            if point["compile"] == "reduce-overhead":
+            graphed = point["compile"] in _ATB_GRAPHED_MODES
+            if graphed:   # a new step of Inductor's CUDA-graph trees
                 _atb_torch.compiler.cudagraph_mark_step_begin()
             if self._atb_compiling:   # the first call compiles: its failure is a compile failure
                 try:
@@ -327,8 +329,8 @@ class ModelNew(Model):
                 out = self._atb_run(*args)
             if point["channels_last"]:   # the layout the eager Model returns
                 out = _atb_map(lambda t: t.contiguous(), out)
-            if point["compile"] == "reduce-overhead":   # its graph's outputs are overwritten by the next replay
-                out = _atb_map(lambda t: t.clone(), out)
+            if graphed:   # on CUDA its graph's outputs are overwritten by the next replay
+                out = _atb_map(lambda t: t.clone() if t.is_cuda else t, out)
             return out
 '''
 

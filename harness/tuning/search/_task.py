@@ -40,7 +40,8 @@ def random_search_task(task: str | Path | Subject, *, store: SqliteStore, protoc
         prior = _check_resume(store, protocol, campaign_id, task_id=subject.id, kind=subject.kind, budget=budget,
                               seed=seed, backend=backend, preregistration_id=preregistration_id, arm=arm,
                               space=space, render=subject.render,
-                              device_sha256=lambda: subject.device_sha256(backend, protocol))
+                              device_sha256=lambda: subject.device_sha256(backend, protocol),
+                              search_config=subject.search_config)
         if prior is not None:
             return prior
     session = subject.open_session(store, protocol, backend, purpose="random-search")
@@ -72,7 +73,8 @@ def on_backend(subject: Subject, backend: Backend) -> Subject:
 def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,
                   budget: int, seed: int, backend: Backend, preregistration_id: str | None, arm: str | None,
                   space: SearchSpace, render: Callable[[dict[str, Any]], str],
-                  device_sha256: Callable[[], str]) -> CampaignSummary | None:
+                  device_sha256: Callable[[], str],
+                  search_config: Callable[[], dict[str, Any]] | None = None) -> CampaignSummary | None:
     """Everything a resume can be refused for, checked before a measurement session is opened, so a
     refused resume leaves no session and no verdict behind. Returns the stored summary when the
     campaign has already finished (nothing to measure), else None.
@@ -80,7 +82,8 @@ def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, t
     A campaign id the store lacks is not a resume: the search starts a new campaign under that id.
 
     Raises:
-        CampaignError: another protocol, task, seed, budget, registration, backend or device.
+        CampaignError: another protocol, task, seed, budget, registration, backend or device, or another
+            stored search space or module-space renderer than ``search_config`` gives now.
         IterationConflict: a stored candidate is not what the seed proposes (the space or renderer changed).
     """
     if store.campaign(campaign_id) is None:
@@ -93,6 +96,16 @@ def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, t
                             "resume it with the same --backend")
     if rec.finished():
         return rec.summary()
+    if search_config is not None:
+        # the space a campaign searches and how its points render are part of its config: an unfinished
+        # campaign resumed under another (a changed module-space renderer, facts counted differently)
+        # would mix two searches, even where the iterations stored so far still match
+        now = search_config()
+        changed = sorted(k for k in ("knob_space", "module_space")
+                         if k in rec.info.config and rec.info.config.get(k) != now.get(k))
+        if changed:
+            raise CampaignError(f"campaign {campaign_id} searched another {' and '.join(changed)} than this code and "
+                                "task give (the space or its renderer changed); start a new campaign")
     check_resumed_sequence(rec, space, render, seed)
     if device_sha256() != rec.info.device_sha256:
         raise CampaignError(f"campaign {campaign_id} was measured on device {rec.info.device_sha256[:12]}…, and this "

@@ -1,0 +1,313 @@
+"""The seeded random-search arm over KernelBench problems: one campaign per problem, one JSON line per
+problem as it finishes, resumable across device calls (issue 26).
+
+Why: the paper's table puts an LLM tuner beside the baseline a careful engineer's autotuner gives for
+free. For a KernelBench file that baseline is random search over the problem's module space
+(``harness/tasks/_module_space.py``: ``torch.compile`` modes and Inductor options, a CUDA-graph
+wrapper, ``channels_last``, ``cudnn.benchmark``, inference mode) on the unchanged model code, every
+point measured by the same harness path as any candidate. Campaigns are run by calling the campaign
+function (:func:`harness.tuning.search.random_search_task`) in a child process per problem, not
+``atb sweep``: Ray is not installed on the H200 machine.
+
+Usage (device calls of ~9 minutes; re-run the same command until it prints ``done``)::
+
+    python benchmarks/kernelbench_random.py --kb .kb/KernelBench --level 1 --problems 1-100 \\
+        --out $OUT/random_level1_h200.jsonl --db $OUT/random_level1_h200.sqlite \\
+        --device cuda --budget 10 --seed 1 --time-budget-s 540
+
+Resuming: each problem's campaign has a fixed id (level, problem, source digest, seed, budget), so a
+call cut short by its budget resumes the same campaign in the next call from the same store (``--db``:
+copy it back into the tree with the ``--out`` file between calls; it is git-ignored). Finished
+problems (a row in ``--out``) are skipped. A campaign refused on resume (another device fingerprint,
+protocol or code) is recorded as abandoned (``kind: random_abandoned``) and started again under the
+next attempt's id. The renderer is ``benchmarks/render_kernelbench_random.py``.
+
+Every row carries ``kind``: ``random_campaign`` (one per problem: code_rev, protocol digest, tuner,
+seed, best speedup and interval, usable iterations, correct fraction, fast_1, each iteration's knobs
+and verdict) or ``random_abandoned``. ``--check-spaces`` only derives every selected problem's module
+space (the cost count on the meta device, no measurement) and prints one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernelbench_sweep import (  # noqa: E402
+    ROOT, append_line, child_env, count_sizes, now_utc, problem_dir, problem_id, run_bounded, select_problems,
+)
+
+RESULT_MARK = "ATB_KB_RANDOM_RESULT "
+ERROR_MARK = "ATB_KB_RANDOM_ERROR "
+MIN_START_S = 60.0      # do not start (or resume) a campaign with less budget left than this
+MARGIN_S = 8.0          # kept free at the end of the budget for writing and exiting
+TUNER = "random"
+
+
+def code_rev() -> str:
+    """The commit measured: ``ATB_CODE_REV`` (set by the caller for a ``git archive`` snapshot), else git's."""
+    rev = os.environ.get("ATB_CODE_REV", "")
+    if rev:
+        return rev
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def campaign_id(level: int, problem: Path, seed: int, budget: int, attempt: int) -> str:
+    """The fixed id of a problem's campaign: the same in every call, so a cut call resumes it."""
+    from harness.records import sha256_text
+
+    digest = sha256_text(problem.read_text(encoding="utf-8"))[:12]
+    base = f"kbrandom-l{level}-{problem.stem}-{digest}-s{seed}-b{budget}"
+    return base if attempt <= 1 else f"{base}-a{attempt}"
+
+
+# ----------------------------------------------------------------------------------- records
+def read_state(out: Path, max_attempts: int) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """(settled problem keys, abandoned attempts per key, errors per key) from ``out`` (torn lines ignored).
+
+    A problem is settled by a finished campaign row, or by ``max_attempts`` error rows (a campaign child
+    that broke without a result is an infrastructure failure, retried)."""
+    settled: set[str] = set()
+    abandoned: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    if not out.exists():
+        return settled, abandoned, errors
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        key = f"{row.get('level')}:{row.get('problem')}"
+        if row.get("kind") == "random_abandoned":
+            abandoned[key] = abandoned.get(key, 0) + 1
+        elif row.get("kind") == "random_campaign":
+            if row.get("outcome") == "error":
+                errors[key] = errors.get(key, 0) + 1
+                if errors[key] >= max_attempts:
+                    settled.add(key)
+            else:
+                settled.add(key)
+    return settled, abandoned, errors
+
+
+def campaign_row(store: Any, cid: str) -> dict[str, Any]:
+    """The per-problem record of a finished campaign, read back from the store."""
+    from harness.tuning.campaigns import get_iterations, summarize
+
+    s = summarize(store, cid)
+    its = get_iterations(store, cid)
+    iterations: list[dict[str, Any]] = []
+    correct = 0
+    for it in its:
+        verdict = store.verdict(it.verdict_id) if it.verdict_id else None
+        ok = bool(verdict is not None and verdict.correct)
+        correct += ok
+        iterations.append({
+            "idx": it.idx, "knobs": it.detail.get("knobs"), "status": it.status, "correct": ok,
+            "speedup": it.speedup, "ci": [it.ci_low, it.ci_high] if it.ci_low is not None else None,
+            "usable": it.usable, "unusable_reason": it.unusable_reason,
+            "reason": (verdict.reason if verdict is not None else "")[:400],
+            "candidate_sha256": it.detail.get("candidate_sha256") or it.candidate_sha256,
+        })
+    usable = [i for i in iterations if i["usable"] and i["speedup"] is not None]
+    best = next((i for i in iterations if s.best_iteration is not None and i["idx"] == s.best_iteration), None)
+    config = s.campaign.config
+    return {
+        "campaign_id": cid, "tuner": s.campaign.tuner_spec, "seed": s.campaign.seed, "budget": s.campaign.budget,
+        "protocol_sha256": s.campaign.protocol_sha256, "device_sha256": s.campaign.device_sha256,
+        "outcome": s.outcome.status if s.outcome else "unfinished",
+        "iterations_recorded": s.iterations_recorded, "usable_iterations": s.usable_iterations,
+        "correct_iterations": correct,
+        "correct_fraction": correct / s.iterations_recorded if s.iterations_recorded else None,
+        "best_speedup": s.best_speedup, "best_ci": list(s.best_ci) if s.best_ci else None,
+        "best_iteration": s.best_iteration, "best_knobs": best["knobs"] if best else None,
+        # KernelBench's fast_1: correct and faster than eager; here "usable" (correct, every gate passed,
+        # interval within the usability bar) and a speedup above 1, and, stricter, its interval above 1
+        "fast_1": any(i["speedup"] > 1.0 for i in usable),
+        "fast_1_ci": any(i["ci"] is not None and i["ci"][0] > 1.0 for i in usable),
+        "unusable_reasons": s.unusable_reasons,
+        "knob_space": config.get("knob_space"), "module_space": config.get("module_space"),
+        "iterations": iterations,
+    }
+
+
+# ----------------------------------------------------------------------------------- campaign child
+def campaign_child(args: argparse.Namespace) -> int:
+    """Runs in its own process (killed at the call's budget): one problem's campaign, started or resumed."""
+    from harness.errors import HarnessError
+    from harness.store import SqliteStore
+    from harness.tuning.campaigns import CampaignError
+    from harness.tuning.search import random_search_task
+    from protocol import load_protocol
+
+    proto = load_protocol()
+    with SqliteStore(args.db) as store:
+        def progress(idx: int, knobs: dict[str, Any], result: Any) -> None:
+            print(f"  iteration {idx + 1}/{args.budget} {knobs}: {getattr(result, 'verdict', '?')} "
+                  f"speedup {getattr(result, 'speedup', None)} {str(getattr(result, 'reason', ''))[:160]}", flush=True)
+
+        existed = store.campaign(args.campaign_id) is not None
+        try:
+            random_search_task(args.campaign_child, store=store, protocol=proto, budget=args.budget, seed=args.seed,
+                               backend=args.device, campaign_id=args.campaign_id, on_iteration=progress)
+        except HarnessError as exc:   # a refused resume (device, protocol, sequence) or no space: the parent decides
+            refused = existed and isinstance(exc, CampaignError)
+            print(ERROR_MARK + json.dumps({"error": f"{type(exc).__name__}: {exc}"[:1000], "refused_resume": refused}),
+                  flush=True)
+            return 3
+        row = campaign_row(store, args.campaign_id)
+    row.update({"protocol_version": proto.version, "protocol_draft": bool(getattr(proto, "draft", False))})
+    print(RESULT_MARK + json.dumps(row, default=str), flush=True)
+    return 0
+
+
+def _marked(out: str, mark: str) -> dict[str, Any] | None:
+    found = [ln for ln in out.splitlines() if ln.startswith(mark)]
+    return json.loads(found[-1][len(mark):]) if found else None
+
+
+# ----------------------------------------------------------------------------------- spaces only
+def check_spaces(problems: list[Path], level: int) -> int:
+    """Derive every problem's module space on cpu and cuda from one counting process (meta device; a
+    real CPU run only where the forward fails on meta and the inputs are small); nothing is measured."""
+    from harness.tasks import CountedCost
+    from harness.tasks._module_space import ModuleFacts, build_module_space
+
+    counted = count_sizes(problems)
+    failed = 0
+    for p in problems:
+        try:
+            raw = counted.get(p.stem)
+            facts = ModuleFacts.from_count(CountedCost.model_validate(raw) if raw is not None else None)
+            spaces = {b: build_module_space(facts, b).space for b in ("cpu", "cuda")}
+            print(json.dumps({"level": level, "problem": p.stem, "facts": facts.model_dump(mode="json"),
+                              "knobs": {b: [k.name for k in s.knobs] for b, s in spaces.items()},
+                              "size": {b: s.size() for b, s in spaces.items()}}), flush=True)
+        except Exception as exc:  # noqa: BLE001 - report every problem, then fail at the end
+            failed += 1
+            print(json.dumps({"level": level, "problem": p.stem, "error": f"{type(exc).__name__}: {exc}"[:400]}),
+                  flush=True)
+    print(f"{len(problems) - failed}/{len(problems)} problems of level {level} have a module space", flush=True)
+    return 1 if failed else 0
+
+
+# ----------------------------------------------------------------------------------- main loop
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kb", type=Path, help="root of a KernelBench checkout (never copied)")
+    p.add_argument("--level", type=int, default=1)
+    p.add_argument("--problems", default=None, help="ids or ranges (1-100, 1,5,9-12) or names; default all")
+    p.add_argument("--out", type=Path, help="JSON-lines results file (appended; resumable)")
+    p.add_argument("--db", type=Path, default=None,
+                   help="the campaigns' store, kept across calls for resuming (default: --out with .sqlite)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--budget", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--time-budget-s", type=float, default=540.0,
+                   help="stop starting work so the whole call ends within this many seconds")
+    p.add_argument("--max-attempts", type=int, default=2,
+                   help="tries per problem when the campaign child breaks without a result")
+    p.add_argument("--check-spaces", action="store_true", help="only derive each problem's module space and exit")
+    p.add_argument("--_campaign-child", dest="campaign_child", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_campaign-id", dest="campaign_id", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.campaign_child is None:
+        if args.kb is None:
+            p.error("--kb is required")
+        if not args.check_spaces and args.out is None:
+            p.error("--out is required (or --check-spaces)")
+    if args.budget <= 0:
+        p.error("--budget must be positive")
+    return args
+
+
+def sweep(args: argparse.Namespace) -> int:
+    t_begin = time.perf_counter()
+    deadline = t_begin + args.time_budget_s - MARGIN_S
+    problems = select_problems(problem_dir(args.kb, args.level), args.problems)
+    out: Path = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    db: Path = args.db or out.with_suffix(".sqlite")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    rev = code_rev()
+    settled, abandoned, errors = read_state(out, args.max_attempts)
+    key = lambda p: f"{args.level}:{p.stem}"  # noqa: E731
+    todo = [p for p in problems if key(p) not in settled]
+    print(f"level {args.level}: {len(problems)} selected, {len(problems) - len(todo)} finished before, "
+          f"{len(todo)} to do; {TUNER} seed {args.seed} budget {args.budget} on {args.device}; out {out}; store {db}",
+          flush=True)
+    stopped = False
+    for p in todo:
+        left = deadline - time.perf_counter()
+        if left < MIN_START_S:
+            stopped = True
+            break
+        attempt = abandoned.get(key(p), 0) + 1
+        cid = campaign_id(args.level, p, args.seed, args.budget, attempt)
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--_campaign-child", str(p), "--_campaign-id", cid,
+               "--db", str(db), "--device", args.device, "--budget", str(args.budget), "--seed", str(args.seed)]
+        started = now_utc()
+        print(f"{p.stem}: campaign {cid} ({left:.0f} s left in this call)", flush=True)
+        code, stdout, stderr, wall = run_bounded(cmd, left, child_env(), ROOT)
+        for line in stdout.splitlines():
+            if line.startswith("  iteration"):
+                print(line, flush=True)
+        base = {"problem": p.stem, "id": problem_id(p), "level": args.level, "code_rev": rev, "device": args.device,
+                "tuner": TUNER, "seed": args.seed, "budget": args.budget, "campaign_id": cid,
+                "started_utc": started, "wall_s": round(wall, 3)}
+        if code is None:   # cut by this call's budget: the campaign resumes under the same id next call
+            print(f"{p.stem}: cut by the time budget after {wall:.0f} s; resumed next call", flush=True)
+            stopped = True
+            break
+        result = _marked(stdout, RESULT_MARK)
+        refused = _marked(stdout, ERROR_MARK)
+        if result is not None:
+            row = {**base, "kind": "random_campaign", **result}
+            append_line(out, row)
+            settled.add(key(p))
+            print(f"{p.stem}: {row['outcome']}, {row['usable_iterations']}/{row['budget']} usable, best "
+                  f"{row['best_speedup']} {row['best_ci']}, correct {row['correct_fraction']}, fast_1 {row['fast_1']}",
+                  flush=True)
+        elif refused is not None and refused.get("refused_resume"):
+            append_line(out, {**base, "kind": "random_abandoned", "reason": refused["error"]})
+            abandoned[key(p)] = attempt
+            print(f"{p.stem}: campaign {cid} abandoned ({refused['error'][:200]}); next attempt next", flush=True)
+        else:
+            why = refused["error"] if refused is not None else \
+                f"exit {code}: {(stderr.strip().splitlines() or [''])[-1][:400]}"
+            append_line(out, {**base, "kind": "random_campaign", "outcome": "error", "reason": why,
+                              "stderr_tail": stderr[-1500:]})
+            errors[key(p)] = errors.get(key(p), 0) + 1
+            print(f"{p.stem}: error ({why[:200]})", flush=True)
+    remaining = [p for p in problems if key(p) not in read_state(out, args.max_attempts)[0]]
+    if stopped or remaining:
+        print(f"stopped: {len(remaining)} problems left; run the same command again to resume "
+              f"({time.perf_counter() - t_begin:.0f} s used)", flush=True)
+        return 0
+    print(f"done: all {len(problems)} problems of level {args.level} in {out}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.campaign_child is not None:
+        return campaign_child(args)
+    if args.check_spaces:
+        return check_spaces(select_problems(problem_dir(args.kb, args.level), args.problems), args.level)
+    return sweep(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
