@@ -203,6 +203,11 @@ class ModelNew(nn.Module):
     # the CPU red-team cheat, unchanged: on the GPU it must be caught by the same reuse probe
     {"name": "stale_memo_by_address_gelu", "task": "gelu", "gate": "stale_output",
      "source_file": "tests/redteam/cheats/stale_memo_by_address.py"},
+    # deferred outputs (issue 25): the kernel launched, or the storage written, when the harness first reads
+    {"name": "deferred_dispatch_wrapper_gpu", "task": "gpu_relu", "gate": "timer_tampering",
+     "source_file": "tests/redteam/cheats/deferred_dispatch_wrapper.py"},
+    {"name": "deferred_fill_on_first_touch_gpu", "task": "gpu_relu", "gate": "timer_tampering",
+     "source_file": "tests/redteam/cheats/deferred_fill_on_first_touch.py"},
 ]
 
 

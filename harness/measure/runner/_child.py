@@ -28,6 +28,18 @@ ROLE, REPLY_FD, CONFIG = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 if CONFIG.get("memory_bytes", 0) > 0:
     resource.setrlimit(resource.RLIMIT_AS, (CONFIG["memory_bytes"], CONFIG["memory_bytes"]))
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
+# torch.compile in this child (issue 25): Inductor's and Triton's caches live in a folder of this child's
+# private scratch (its cwd: writable inside the confinement, never shared with another child or
+# evaluation, so no compiled artefact crosses between candidates). On CPU Inductor compiles in this
+# process (one compile thread: no worker pool, whose threads and processes would sit beside the pinned
+# thread budget, on the cores being measured, while timed blocks run); on CUDA it keeps its parallel
+# compile (Triton kernels; the timed resource is the device). Set before torch is imported: Inductor
+# reads them into its config at import.
+_COMPILE_CACHE = os.path.join(os.getcwd(), "compile-cache")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "inductor")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "triton")
+if CONFIG.get("backend") != "cuda":
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
 
 import importlib.util  # noqa: E402
 import secrets  # noqa: E402
@@ -46,6 +58,7 @@ from harness.measure.timing import _cpu  # noqa: E402
 from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.measure.timing._clock import time_functions_intact  # noqa: E402
 from harness.measure.runner._serve import Handler, serve  # noqa: E402
+from harness.measure.runner._torch_wrappers import OwnWrappers  # noqa: E402
 
 BACKEND: str = CONFIG["backend"]
 # this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
@@ -80,6 +93,11 @@ def _lookup(dotted: str) -> Any:
 
 
 _ORIGINAL = {name: _lookup(name) for name in _WATCHED}
+# torch's own wrappers of watched functions are not tampering: ``import torch._dynamo`` (every
+# torch.compile) wraps torch.manual_seed (see harness.measure.runner._torch_wrappers); built now,
+# before any candidate code is imported
+_OWN_WRAPPERS = OwnWrappers(torch)
+_intact = _OWN_WRAPPERS.intact
 
 
 def _harness_globals() -> dict[str, Any]:
@@ -166,6 +184,129 @@ class _OpRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         self.names.add(str(getattr(func, "__name__", repr(func))))
         return func(*args, **(kwargs or {}))
+
+
+def _eager_if_compiled() -> Any:
+    """While the op recorder runs, code compiled by ``torch.compile`` runs eagerly instead.
+
+    Why (issue 25): dynamo traces through an active ``TorchFunctionMode``, guards on it and, on the
+    H200, failed the candidate's call ("Guard failed on the same frame it was created", naming this
+    recorder). Forced eager, dynamo neither traces nor guards while the recorder is active, and the
+    recorder sees every torch function the candidate's Python code calls (what the forbidden-shortcut
+    gate reads); the candidate's other calls, timed ones included, run its compiled code. Only when
+    dynamo is loaded (a ``torch.compile`` imports it), so other candidates pay nothing."""
+    import contextlib
+
+    if "torch._dynamo" not in sys.modules:
+        return contextlib.nullcontext()
+    return torch.compiler.set_stance("force_eager")
+
+
+# ----------------------------------------------------------------------- finished outputs (issue 25)
+# An output must be a plain, finished tensor when forward returns: a tensor subclass (its
+# __torch_dispatch__/__torch_function__ run when the harness first touches it, after the timer
+# stopped), a lazy object, a tensor whose values are a pending view transform (neg/conj bits, zero
+# tensors, functionalization), or a mode left active to intercept the harness's reads all defer work
+# past the timed region. Refused in the candidate and start roles; recorded in every role.
+_TENSOR = torch.Tensor
+_PARAMETER = torch.nn.Parameter
+_DEFERRED_KEYS = tuple(k for k in (getattr(torch._C.DispatchKey, n, None) for n in (
+    "Python", "PythonTLSSnapshot", "Functionalize", "Conjugate", "Negative", "ZeroTensor", "Lazy", "Meta",
+    "FuncTorchBatched", "FuncTorchGradWrapper", "BatchedNestedTensor")) if k is not None)
+_UNFINISHED: list[str] = []              # every refusal this child made, for the integrity reply
+OUTPUTS_FINISHED = "outputs.finished"    # its integrity check's name (read by the timer-tampering gate)
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _unfinished(out: Any, deep: bool, where: str = "the output") -> str | None:
+    """Why ``out`` is not a finished output, or None. Reads only types and dispatch keys: nothing
+    here calls a method of the object that candidate code could have defined."""
+    kind = type(out)
+    if kind is _TENSOR or kind is _PARAMETER:
+        if not deep:
+            return None
+        try:
+            keys = torch._C._dispatch_keys(out)
+            pending = [str(k).split(".")[-1] for k in _DEFERRED_KEYS if keys.has(k)]
+            device, nested = out.device.type, bool(out.is_nested)
+        except Exception as exc:  # noqa: BLE001 - a tensor the harness cannot inspect is not a plain one
+            return f"{where} could not be inspected ({type(exc).__name__}: {str(exc)[:120]})"
+        if pending:
+            return (f"{where} is a torch.Tensor whose values are still pending ({', '.join(pending)} "
+                    "dispatch keys: a lazy view, zero or wrapper tensor computed only when read)")
+        if device not in ("cpu", "cuda") or nested:
+            return f"{where} is a {'nested' if nested else device} tensor, not a materialised one"
+        return None
+    if isinstance(out, (tuple, list)):
+        base: type = tuple if isinstance(out, tuple) else list
+        if any(getattr(kind, m, None) is not getattr(base, m) for m in ("__iter__", "__getitem__", "__len__")):
+            return f"{where} is of type {_type_name(kind)}, a {base.__name__} whose items are produced by its own code"
+        for i, item in enumerate(out):   # the base type's own iteration (checked just above)
+            why = _unfinished(item, deep, f"{where}[{i}]")
+            if why:
+                return why
+        return None
+    if out is None or kind in (int, float, bool):
+        return None
+    if isinstance(out, _TENSOR):
+        return (f"{where} is of type {_type_name(kind)}, a torch.Tensor subclass: its own code runs when the "
+                "harness reads it, so its work can happen after the timer stopped")
+    return f"{where} is of type {_type_name(kind)}, not a tensor: a lazy object is not a finished output"
+
+
+def _modes_left() -> str | None:
+    """A dispatch mode, or a function mode other than torch's own device context, still active after
+    forward returned: the candidate's code would run inside the harness's reads of the output."""
+    try:
+        if torch._C._len_torch_dispatch_stack() > 0:
+            return "a TorchDispatchMode was left active after forward returned"
+        from torch.utils._device import DeviceContext
+
+        for i in range(torch._C._len_torch_function_stack()):
+            mode = torch._C._get_function_stack_at(i)
+            if type(mode) is not DeviceContext:
+                return f"a TorchFunctionMode ({_type_name(type(mode))}) was left active after forward returned"
+    except Exception as exc:  # noqa: BLE001 - an uninspectable mode stack is not a clean one
+        return f"the torch mode stacks could not be inspected ({type(exc).__name__})"
+    return None
+
+
+def _note(out: Any) -> Any:
+    """The timed loop's check of each call's output (only its type: a few tens of ns, in every arm
+    alike); anything not plain is recorded, and refused after the block, before anything reads it."""
+    if type(out) is not _TENSOR:
+        why = _unfinished(out, False)
+        if why and len(_UNFINISHED) < 16:
+            _UNFINISHED.append(why)
+    return out
+
+
+class UnfinishedOutput(RuntimeError):
+    """The model's output was not a plain, finished tensor (see :func:`_unfinished`)."""
+
+
+def _refuse(why: str | None) -> None:
+    """Raise for an unfinished output in the candidate and start roles (the reference only records)."""
+    if why is None:
+        return
+    if why not in _UNFINISHED and len(_UNFINISHED) < 16:
+        _UNFINISHED.append(why)
+    if ROLE != "reference":
+        raise UnfinishedOutput(f"refused: {why}. An output must be a plain torch.Tensor computed before "
+                               "forward returns")
+
+
+def _check_finished(out: Any) -> None:
+    """The full check, where no timer runs: the output's type and dispatch keys, and the modes."""
+    _refuse(_unfinished(out, True) or _modes_left())
+
+
+def _check_timed() -> None:
+    """After a timed block: refuse what :func:`_note` recorded, or a mode left active."""
+    _refuse(_UNFINISHED[0] if _UNFINISHED else _modes_left())
 
 
 class _State:
@@ -323,6 +464,7 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
                       "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
         out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
         _sync()
+        _check_finished(out)
     except Exception as exc:  # noqa: BLE001 - an allocation the device cannot hold is a verdict, not a crash
         if ROLE != "reference" or BACKEND != "cuda" or _kind_of(exc) != "memory":
             raise
@@ -357,7 +499,7 @@ def _run_call(inputs: list[Any], record_ops: bool,
     t0 = _now()
     try:
         if recorder is not None:
-            with torch.no_grad(), recorder:
+            with torch.no_grad(), _eager_if_compiled(), recorder:
                 out = S.model(*inputs)
         else:
             out = _forward(inputs)
@@ -366,6 +508,10 @@ def _run_call(inputs: list[Any], record_ops: bool,
         return {**facts, "ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}, None
     except Exception as exc:  # noqa: BLE001 - candidate exceptions are facts, not harness errors
         return {**facts, "ok": False, "error": _brief(exc), "failure_kind": _kind_of(exc)}, None
+    try:
+        _check_finished(out)   # before any harness code touches the output
+    except UnfinishedOutput as exc:
+        return {**facts, "ok": False, "error": str(exc), "failure_kind": "exception"}, None
     facts["wall_ns"] = int(_now() - t0)
     outs = _tensors(out)
     in_ptrs = [int(t.untyped_storage().data_ptr()) for t in tensors_in]
@@ -618,15 +764,18 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
         S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
         cal = _next_sets()[0]
         S.set_bytes = _nbytes(cal)
-        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _forward(cal), c["warmup_ms"], c["rep_ms"],
+        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _note(_forward(cal)), c["warmup_ms"], c["rep_ms"],
                                              c["min_reps"], c["max_reps"])
         del cal
+        _check_timed()
         S.method = "cuda-events+l2flush"
         return {"reps": reps, "est_ns": est_ns, "method": S.method, "input_hashes_before": ["device-checksum"]}
     p = CONFIG["cpu"]
     cal = make_inputs(torch, S.task.get_inputs, seed, TASK_DISTRIBUTION, large, DEVICE)
     S.set_bytes = _nbytes(cal)
-    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _forward(cal), int(p["warmup_reps"]), int(p["min_timed_ns"]))
+    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _note(_forward(cal)), int(p["warmup_reps"]),
+                                                int(p["min_timed_ns"]))
+    _check_timed()
     del cal
     S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner)
     S.sets.spec(0, 0)  # draws the pool now, outside any timed block
@@ -646,6 +795,7 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
     S.graphs, S.static = None, []
     S.method = "cuda-events+l2flush"
     seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
+    probe_error = ""
     if BACKEND == "cuda" and bool(cmd.get("graph")):
         replays = int(CONFIG["cuda"]["graph_replays"])
         assert S.sets is not None
@@ -653,17 +803,25 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
         if _nbytes(one) * replays <= S.graph_sets_max_bytes:
             S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "graph", replays)
             S.static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in one] for _ in range(replays)]
-            S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _forward(S.static[b]), replays, replays)
+            S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _note(_forward(S.static[b])), replays, replays)
+            probe_error = _CUDA_TIMER.probe_error
+            if not _CUDA_TIMER.probe_clean:
+                # the harness could not put its own process back as it was: its failure, not the candidate's
+                raise RuntimeError(f"harness: the CUDA-graph capture probe left this process's CUDA state "
+                                   f"unusable ({_CUDA_TIMER.probe_error}); this is not the candidate's error")
             if S.graphs is not None:
                 S.method = "cuda-graph"
+                _check_finished([out for _, outs in S.graphs for out in outs])
             else:
                 S.static = []
         del one
+    _check_timed()
     if BACKEND == "cuda" and S.graphs is None and (S.sets is None or S.sets.mode != "fresh"):
         S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
         S.sets.q = 1 << 20   # past every set already handed out (the calibration's included)
     S.fp_acc, S.timed_keys, S.timed_calls, S.fp_keys = [], set(), 0, []
-    return {"captured": S.graphs is not None, "method": S.method}
+    # probe_error: why a capture was not taken (the harness's fact: this seed is timed by events)
+    return {"captured": S.graphs is not None, "method": S.method, "probe_error": probe_error}
 
 
 def _refill_static(rep: int) -> None:
@@ -722,14 +880,16 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
 
         bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
     elif BACKEND == "cuda":
-        bt = _CUDA_TIMER.time_block(lambda r: _forward(S.cur[0]), reps, capture, before,
+        bt = _CUDA_TIMER.time_block(lambda r: _note(_forward(S.cur[0])), reps, capture, before,
                                     lambda r: checked_after())
     else:
         for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
-            _forward(_next_sets()[0])   # a set of its own: a warm-up never previews a timed input
-        bt = _cpu.time_block_sets(lambda r, i: _forward(S.cur[i]), reps, S.inner, capture, before)
+            _note(_forward(_next_sets()[0]))   # a set of its own: a warm-up never previews a timed input
+        bt = _cpu.time_block_sets(lambda r, i: _note(_forward(S.cur[i])), reps, S.inner, capture, before)
     if S.graphs is None:
         S.cur = []
+    _check_timed()   # an unfinished output is refused before any harness code reads one
+    _check_finished(list(bt.captured.values()))
     timed_outputs = []
     for r, out in sorted(bt.captured.items()):
         g = offset + r
@@ -776,6 +936,7 @@ def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
     del fresh
     out = _forward(inputs)
     _sync()
+    _check_finished(out)
     in_bytes = _nbytes(inputs)
     del inputs
     path = str(cmd.get("save_path") or os.path.join(os.getcwd(), "reuse.pt"))
@@ -816,15 +977,19 @@ def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
 def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
     import harness.measure.runner._inputs as inputs_mod
 
-    checks = {name: _lookup(name) is fn for name, fn in _ORIGINAL.items()}
+    checks = {name: _intact(_lookup(name), fn) for name, fn in _ORIGINAL.items()}
     checks["harness.measure.runner._inputs.make_inputs"] = inputs_mod.make_inputs is make_inputs
     checks["harness.measure.runner._inputs.fingerprints"] = inputs_mod.fingerprints is fingerprints
     checks.update(time_functions_intact())
     now = _harness_globals()
     checks.update({name: now.get(name) is orig for name, orig in _HARNESS_GLOBALS.items()})
     if _CUDA_TIMER is not None:
-        checks.update(_CUDA_TIMER.intact())
+        checks.update(_CUDA_TIMER.intact(_intact))
     checks["torch_threads_pinned"] = torch.get_num_threads() == int(CONFIG["threads"])
+    # every output this child saw was a plain, finished tensor and no mode was left active (issue 25;
+    # the timer-tampering gate words a False here as a deferred output)
+    if ROLE != "reference":
+        checks[OUTPUTS_FINISHED] = not _UNFINISHED and _modes_left() is None
     return {"checks": checks, "audit_events": sorted(_AUDIT_EVENTS), "candidate_modules": sorted(m for m in sys.modules if m.startswith(_CANDIDATE_PREFIX)),
             "pid": os.getpid()}
 
@@ -873,6 +1038,8 @@ def _reply(obj: dict[str, Any]) -> None:
 
 def _describe(exc: BaseException) -> tuple[str, str]:
     """(error text, failure kind) for a handler's exception."""
+    if isinstance(exc, UnfinishedOutput):   # the refusal says everything; no harness traceback
+        return str(exc), "exception"
     if isinstance(exc, ImportError):
         return _brief(exc), "import_error"
     return _brief(exc), _kind_of(exc)

@@ -215,6 +215,33 @@ def _python_roots(project: list[str]) -> list[str]:
     return keep
 
 
+# Compilers a child may run: torch.compile's Inductor JIT-compiles C++ with the system's C++ compiler
+# on CPU, and inline extensions use it (and nvcc) on CUDA.
+_COMPILERS = ("g++", "c++", "gcc", "cc", "clang++", "nvcc")
+
+
+def _compiler_roots(project: list[str]) -> list[str]:
+    """Install prefixes of the compilers on PATH (and of ``$CXX``, ``$CC``, ``$CUDA_HOME``), bound
+    read-only so that a child can compile. Those under the system directories are bound already and
+    are left out by the caller; one toolchain elsewhere (a conda or /opt prefix) is bound at its prefix
+    (the folder above its ``bin``). Never ``/`` and never an ancestor of the project packages (that
+    would expose the repository and its store). The child's compile caches are its own (see
+    ``harness.measure.runner._child``: under its scratch)."""
+    found: set[str] = set()
+    for name in _COMPILERS + tuple(os.environ.get(v, "").strip() for v in ("CXX", "CC")):
+        path = shutil.which(name) if name else None
+        if path is None:
+            continue
+        real = Path(path).resolve()
+        found.add(str(real.parent.parent if real.parent.name == "bin" else real.parent))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        given = os.environ.get(var, "").strip()
+        if given and os.path.isdir(given):
+            found.add(str(Path(given).resolve()))
+    return sorted(r for r in found if r != "/" and os.path.isdir(r)
+                  and not any(Path(p).is_relative_to(r) for p in project))
+
+
 def _covered(path: str, roots: list[str]) -> bool:
     return any(Path(path).is_relative_to(r) for r in roots)
 
@@ -282,7 +309,7 @@ def plan(backend: str, workdir: Path, scratch: Path, extra_ro: tuple[str, ...] =
         if os.path.exists(p):
             ro += ["--ro-bind", p, p]
     sys_roots = [d for d in _SYSTEM_DIRS if os.path.isdir(d)]
-    for r in sorted(set(_python_roots(project)) | set(extra_ro)):
+    for r in sorted(set(_python_roots(project)) | set(extra_ro) | set(_compiler_roots(project))):
         if os.path.exists(r) and not _covered(r, sys_roots):
             ro += ["--ro-bind", r, r]
     for p in project:

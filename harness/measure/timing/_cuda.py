@@ -41,10 +41,17 @@ class CudaTimer:
         self._stream_sync = torch.cuda.Stream.synchronize
         self.originals = {name: _lookup(torch, name) for name in _WATCHED}
         self.last_launch_ns = 0.0   # host ns inside one call during the last calibration (median of 5)
+        #: the last capture probe: why it took no graph ("" when it did), and whether this process's
+        #: CUDA state (capture mode, current stream, RNG generator) was left as before the probe
+        self.probe_error = ""
+        self.probe_clean = True
+        self._abandoned: list[Any] = []   # graphs of failed captures, kept alive (see _abandon)
 
-    def intact(self) -> dict[str, bool]:
-        """Whether each CUDA timing function torch exposes is still the one bound at start-up."""
-        return {name: _lookup(self._torch, name) is fn for name, fn in self.originals.items()}
+    def intact(self, same: Callable[[Any, Any], bool] | None = None) -> dict[str, bool]:
+        """Whether each CUDA timing function torch exposes is still the one bound at start-up
+        (``same(now, bound)`` when given: the child's rule, which also accepts torch's own wrapper)."""
+        check = same or (lambda now, bound: now is bound)
+        return {name: check(_lookup(self._torch, name), fn) for name, fn in self.originals.items()}
 
     def sync(self) -> None:
         self._sync()
@@ -136,31 +143,94 @@ class CudaTimer:
         None if capture fails. Returns [(graph, static outputs of every call)].
 
         Capture fails for candidates that synchronise, move data to the host or allocate in ways a
-        graph cannot hold; they are then timed by events.
+        graph cannot hold; they are then timed by events. A failed probe is the harness's fact, never
+        the candidate's exception, so it must leave nothing behind (issue 25: on the H200 a failed
+        capture left the default CUDA generator in capture mode, and the task's own ``get_inputs``
+        then raised "Offset increment outside graph capture encountered unexpectedly"). On failure
+        :meth:`_abandon` ends a capture still open, puts back the current stream and the generator's
+        state as they were before the capture, and checks the device answers; ``probe_error`` says
+        why no graph was taken, ``probe_clean`` whether that clean-up held.
         """
         torch = self._torch
+        self.probe_error, self.probe_clean = "", True
+        home = self._current_stream()
         try:
             side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
+            side.wait_stream(home)
             with torch.cuda.stream(side):
                 for _ in range(2):
                     for b in range(n_sets):
                         call_on(b)
-            torch.cuda.current_stream().wait_stream(side)
+            home.wait_stream(side)
             self._sync()
-            g = self._graph_cls()
-            outs: list[Any] = []
-            with torch.cuda.graph(g):
+        except Exception as exc:  # noqa: BLE001 - a warm-up failure means "time it with events instead"
+            self.probe_error = f"warm-up on a side stream: {_short(exc)}"
+            self._abandon(home, None, None, None)
+            return None
+        gen, clean = _clean_generator_state(torch)
+        g = self._graph_cls()
+        cap = torch.cuda.Stream()
+        outs: list[Any] = []
+        try:
+            with torch.cuda.graph(g, stream=cap):
                 for i in range(replays):
                     outs.append(call_on(i % n_sets))
             self._sync()
-        except Exception:  # noqa: BLE001 - any capture failure means "time it with events instead"
-            try:
-                self._sync()
-            except Exception:  # noqa: BLE001
-                return None
+        except Exception as exc:  # noqa: BLE001 - any capture failure means "time it with events instead"
+            self.probe_error = f"capture: {_short(exc)}"
+            outs.clear()
+            self._abandon(home, (g, cap), gen, clean)
             return None
         return [(g, outs)]
+
+    def _abandon(self, home: Any, capture: tuple[Any, Any] | None, gen: Any, clean: Any) -> None:
+        """Undo what a failed probe left behind, then check the device answers (``probe_clean``).
+
+        * a capture still open on the capture stream is ended (``capture_end`` ends it even when it
+          then reports the capture invalid);
+        * the current stream is set back to the one before the probe (``torch.cuda.graph`` leaves its
+          capture stream current when ``capture_end`` raises);
+        * the default generator gets a copy of its state taken just before the capture (not in capture
+          mode, same seed and offset): the state the failed capture registered may stay in capture mode;
+        * the failed graph is kept alive, not destroyed: the caching allocator may still hold a filter
+          that points at it (``capture_end`` raised before ending its pool).
+        """
+        torch = self._torch
+        problems: list[str] = []
+        if capture is not None:
+            g, cap = capture
+            self._abandoned.append(g)
+            try:
+                torch.cuda.set_stream(cap)
+                if torch.cuda.is_current_stream_capturing():
+                    try:
+                        g.capture_end()
+                    except Exception:  # noqa: BLE001 - ending an invalidated capture reports it; it is ended
+                        pass
+                if torch.cuda.is_current_stream_capturing():
+                    problems.append("the capture stream is still capturing")
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"ending the capture: {_short(exc)}")
+        try:
+            torch.cuda.set_stream(home)
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"restoring the current stream: {_short(exc)}")
+        if gen is not None and clean is not None:
+            try:
+                gen.graphsafe_set_state(clean)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"restoring the RNG generator: {_short(exc)}")
+        try:
+            self._sync()
+            if torch.cuda.is_current_stream_capturing():
+                problems.append("the current stream is still capturing")
+            torch.randn(4, device="cuda")   # what get_inputs does next: draw from the default generator
+            self._sync()
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"the device after the probe: {_short(exc)}")
+        if problems:
+            self.probe_clean = False
+            self.probe_error = f"{self.probe_error}; clean-up failed: {'; '.join(problems)}"
 
     def time_block_graph(self, graphs: Sequence[tuple[Any, Any]], reps: int, replays: int,
                          capture: set[int], before_rep: Callable[[int], None] | None = None) -> BlockTiming:
@@ -205,6 +275,21 @@ def _lookup(torch: Any, dotted: str) -> Any:
     for part in dotted.split(".")[1:]:
         obj = getattr(obj, part, None)
     return obj
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def _clean_generator_state(torch: Any) -> tuple[Any, Any]:
+    """(the current device's default CUDA generator, a copy of its state not in capture mode), or
+    (None, None) where this torch has no graph-safe generator API (``Generator.clone_state``)."""
+    try:
+        gen = torch.cuda.default_generators[torch.cuda.current_device()]
+        return gen, gen.clone_state()
+    except Exception:  # noqa: BLE001 - older torch: nothing to restore with
+        return None, None
 
 
 def _clone(out: Any) -> Any:

@@ -15,7 +15,17 @@ harness measures; the attempt is still a cheat and is refused. Three layers:
   and the integrity facts must catch it);
 * the source: overwriting a timer, a harness or builtin name, importing the harness, changing the
   pinned thread count, searching ``sys.modules``, or walking the stack (``sys._getframe``,
-  ``inspect.stack``, ``f_back``).
+  ``inspect.stack``, ``f_back``);
+* deferred outputs (issue 25): an output that is not a plain, finished tensor when ``forward``
+  returns (a tensor subclass whose ``__torch_dispatch__``/``__torch_function__`` computes when the
+  harness first reads it, a lazy object, a pending neg/conj/zero view, a mode left active) moves the
+  work past the timer. The child refuses it before reading it (the candidate is rejected with the
+  reason) and reports ``outputs.finished`` false among its integrity checks; this gate words it.
+
+Not tampering: torch's own wrappers. ``import torch._dynamo`` (every ``torch.compile``) replaces
+``torch.manual_seed`` with ``torch._disable_dynamo(torch.manual_seed)``; the child accepts exactly that
+wrapper of the original (``harness.measure.runner._child._torch_own_wrapper``), so a compiled
+candidate passes, while a candidate's own replacement still reads as patched.
 """
 
 from __future__ import annotations
@@ -28,6 +38,9 @@ from harness.verdict.gates._source import SourceScan, matching, scan_source
 from protocol import Protocol
 
 NAME = "timer_tampering"
+# the child's integrity check that every output it saw was a plain, finished tensor
+# (harness.measure.runner._child.OUTPUTS_FINISHED; the child imports nothing of the verdict layer)
+OUTPUTS_FINISHED = "outputs.finished"
 
 STACK_REFS = frozenset({
     "sys._getframe", "sys._current_frames", "inspect.stack", "inspect.currentframe", "inspect.getouterframes",
@@ -149,7 +162,13 @@ def tampering_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], s
     problems: list[str] = []
     if not integ.checks:
         problems.append("the candidate worker reported no integrity checks of its bound timers")
-    broken = sorted(n for n, intact in integ.checks.items() if not intact and not is_torch_op_check(n))
+    checks = dict(integ.checks)
+    if not checks.pop(OUTPUTS_FINISHED, True):
+        problems.append("the candidate returned an output that was not a plain, finished torch.Tensor (a tensor "
+                        "subclass, a lazy object, a pending view or a torch mode left active): its work could run "
+                        "when the harness first reads it, after the timer stopped; compute the output before "
+                        "forward returns")
+    broken = sorted(n for n, intact in checks.items() if not intact and not is_torch_op_check(n))
     if broken:
         problems.append(f"after candidate code ran, {', '.join(broken)} no longer matched what the harness "
                         "bound before import: the candidate patched the timer or the harness")
