@@ -77,7 +77,11 @@ def run_status(args: argparse.Namespace) -> int:
     tag = _tag()
     client, daemon = _docker()
     status = image_status(tag, client)
-    bwrap = shutil.which("bwrap")
+    from sandbox._bwrap import bwrap_available, bwrap_command
+    from sandbox._open import bwrap_root
+
+    bwrap_missing = bwrap_available()          # honours ATB_BWRAP, as the sandbox itself does
+    bwrap = None if bwrap_missing else " ".join(bwrap_command())
     live: list[str] = []
     if client is not None:
         live = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"})]
@@ -85,11 +89,11 @@ def run_status(args: argparse.Namespace) -> int:
         backend, why = "docker", daemon
     elif client is not None:
         backend, why = "none", f"{daemon} but image {tag} is missing: run `atb sandbox build`"
-    elif bwrap and status.rootfs_present:
-        backend, why = "bwrap", f"{daemon}; bubblewrap will be used"
+    elif bwrap:
+        root, root_why = bwrap_root(tag)
+        backend, why = "bwrap", f"{daemon}; bubblewrap will be used over {root_why}"
     else:
-        backend, why = "none", f"{daemon}; " + ("bubblewrap is not installed" if not bwrap else
-                                                "no root filesystem: run `atb sandbox build --no-docker`")
+        backend, why = "none", f"{daemon}; {bwrap_missing}"
     payload = {"ok": True, "tag": tag, "auto_backend": backend, "reason": why, "docker_answers": client is not None,
                "bwrap": bwrap, "image": status.model_dump(mode="json"), "live_containers": live}
     human = (f"auto backend: {backend} ({why})\nroot filesystem: {status.rootfs} "
