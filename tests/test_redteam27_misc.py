@@ -151,3 +151,12 @@ def test_compare_with_unknown_ids_creates_no_store(tmp_path: Path, capsys: pytes
     assert main(["report", "run-a", "--out", str(tmp_path / "out"), "--db", str(db), "--json"]) == 2
     assert not db.exists()
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv", [["remeasure", "run-a"], ["retest", "run-a", "--backend", "cpu"]])
+def test_remeasure_and_retest_on_a_missing_store_create_nothing(argv: list[str], tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "typo.sqlite"
+    assert main([*argv, "--db", str(db), "--json"]) == 2
+    assert "no results store" in json.loads(capsys.readouterr().out)["error"]
+    assert not db.exists() and os.listdir(tmp_path) == []

@@ -52,7 +52,9 @@ def _open_store(path: str, verified: bool = False):  # type: ignore[no-untyped-d
 
     if verified:
         from atb_agent.cli._common import open_verified_store
+        from atb_agent.cli._run import _require_existing_store
 
+        _require_existing_store(path)   # reading results never creates a store (issue 27, item 7)
         return open_verified_store(path)
     return SqliteStore(path)
 
