@@ -769,7 +769,8 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
         del cal
         _check_timed()
         S.method = "cuda-events+l2flush"
-        return {"reps": reps, "est_ns": est_ns, "method": S.method, "input_hashes_before": ["device-checksum"]}
+        return {"reps": reps, "est_ns": est_ns, "launch_ns": float(_CUDA_TIMER.last_launch_ns), "method": S.method,
+                "input_hashes_before": ["device-checksum"]}
     p = CONFIG["cpu"]
     cal = make_inputs(torch, S.task.get_inputs, seed, TASK_DISTRIBUTION, large, DEVICE)
     S.set_bytes = _nbytes(cal)
