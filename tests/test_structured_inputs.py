@@ -165,6 +165,26 @@ def test_timed_sets_of_a_structured_problem_are_whole_draws() -> None:
     assert not TimedSets(torch, _module(RELU).get_inputs, 21, LARGE, "cpu", "window", 4).exact
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_class_draws_happen_on_the_device_and_keep_the_structure() -> None:
+    def gi() -> list[Any]:
+        return [torch.tril(torch.rand(64, 64)), torch.randint(0, 5, (64,)), torch.rand(32).softmax(-1)]
+
+    for dist in (*CLASSES, "noncontiguous"):
+        a, note = make_inputs_noted(torch, gi, 7, dist, LARGE, "cuda")
+        b = make_inputs(torch, gi, 7, dist, LARGE, "cuda")
+        assert note in (FACTORY_INPUTS, "strided"), (dist, note)
+        assert all(x.device.type == "cuda" for x in a), dist
+        assert _lower(a[0]) and 0 <= int(a[1].min()) and int(a[1].max()) < 5, dist
+        assert torch.allclose(a[2].sum(), torch.ones((), device="cuda")), dist
+        assert all(torch.equal(x, y) for x, y in zip(a, b)), dist
+    sets = TimedSets(torch, gi, 3, LARGE, "cuda", "graph", 4)
+    q, got = sets.take()
+    assert sets.exact and all(_lower(st[0]) for st in got)
+    again = inputs_from_spec(torch, gi, sets.spec(q, 3), LARGE, "cuda")
+    assert all(torch.equal(x, y) for x, y in zip(again, got[3]))
+
+
 # ------------------------------------------------------------------------------------ end to end (CPU)
 def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]

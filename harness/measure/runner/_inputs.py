@@ -219,7 +219,10 @@ def _class_fill(torch: Any, t: Any, distribution: str, gen: Any, large: float) -
         t.uniform_(0.0, 1.0, generator=gen).add_(1e-3).neg_()
     elif distribution == "zeros_mixed":
         t.normal_(0.0, 1.0, generator=gen)
-        zero = torch.empty(t.shape, dtype=torch.bool, device=t.device).bernoulli_(0.5, generator=gen)
+        try:
+            zero = torch.empty(t.shape, dtype=torch.bool, device=t.device).bernoulli_(0.5, generator=gen)
+        except (RuntimeError, NotImplementedError):   # a backend without a boolean Bernoulli draw
+            zero = torch.rand(t.shape, generator=gen, device=t.device) < 0.5
         t.masked_fill_(zero, 0.0)
         del zero
     elif distribution == "large":
