@@ -7,6 +7,10 @@ built on the reference's FLOPs, rejected it as impossible at an honest 1.8x (H20
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from harness.measure.evidence import Comparison, Evidence, TimedFacts
 from harness.records import DeviceCeilings
 from harness.verdict.gates import decide_status, run_gates
@@ -14,6 +18,7 @@ from harness.verdict.gates.physical import flop_trigger
 from protocol import load_protocol
 
 P = load_protocol()
+FIX = Path(__file__).parent / "fixtures" / "kernelbench"
 N = 1024
 REFERENCE_FLOPS = 2 * (2.0 * N ** 3)            # A@B and A@C
 BYTES = 4.0 * (3 * N * N + N * N)               # A, B, C read, the output written (fp32)
@@ -65,3 +70,22 @@ def test_below_the_bytes_it_must_move_is_still_impossible() -> None:
     assert not g["physical_limit"][0] and "below the physical floor" in g["physical_limit"][1]
     assert g["physical_limit"][1].count("bytes") >= 1 and "flops" not in g["physical_limit"][1]
     assert _gates(_evidence(bytes_ns * 1.5, 8.0))["physical_limit"][0]
+
+
+@pytest.mark.slow
+def test_factored_matmul_is_not_rejected_end_to_end(tmp_path: Path) -> None:
+    """``A@(B+C)`` for ``A@B + A@C`` through the real harness on CPU: accepted, or quarantined and then
+    cleared by the extended pass; never rejected (it read 1.97x [1.78, 1.99], accepted, here)."""
+    from harness.measure.session import open_measurement_session
+    from harness.store import SqliteStore
+    from harness.verdict.evaluate import evaluate_candidate
+    from harness.verdict.quarantine import review_quarantine
+
+    task, cand = FIX / "ab_plus_ac.py", (FIX / "ab_plus_ac_factored.py").read_text(encoding="utf-8")
+    with SqliteStore(tmp_path / "atb.sqlite") as store, open_measurement_session(store, "cpu", note="A@(B+C)") as s:
+        r = evaluate_candidate(task, cand, store=store, session=s)
+        assert r.correct and r.verdict in ("accepted", "quarantined"), r.reason
+        assert r.speedup is not None and r.speedup > 1.3, r.speedup
+        if r.verdict == "quarantined":
+            review = review_quarantine(r.verdict_id, task, cand, store=store, session=s)
+            assert review.cleared, review.reason
