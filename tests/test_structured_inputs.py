@@ -106,6 +106,12 @@ def test_discrete_draws_keep_their_range_and_softmax_rows_stay_distributions() -
         assert idx.dtype == torch.int64 and 0 <= int(idx.min()) and int(idx.max()) < 7, dist
         rows = make_inputs(torch, kl, 3, dist, LARGE, "cpu")[0]
         assert torch.allclose(rows.sum(-1), torch.ones(8)) and bool((rows >= 0).all()), dist
+    def signs_only() -> list[Any]:   # floats made from a discrete draw alone keep their values, not redrawn
+        return [torch.randint(0, 2, (64,)).float() * 2 - 1]
+
+    for dist in CLASSES:
+        signs, note = make_inputs_noted(torch, signs_only, 3, dist, LARGE, "cpu")
+        assert note == FACTORY_INPUTS and set(signs[0].tolist()) == {-1.0, 1.0}, dist
     for dist in (*CLASSES, "noncontiguous"):   # a value that is not a tensor is passed on as it is
         assert make_inputs(torch, lambda: [torch.rand(3), 5], 3, dist, LARGE, "cpu")[1] == 5, dist
 

@@ -57,6 +57,10 @@ REDRAW_INPUTS = "redraw"     # each floating-point input redrawn whole (the rule
 _FILL_METHODS = ("normal_", "uniform_", "exponential_", "cauchy_", "log_normal_")
 _INIT_FILLERS = ("uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_",
                  "kaiming_uniform_", "kaiming_normal_")
+# discrete draws a class leaves as they are: a get_inputs that made its inputs from these alone (a float
+# copy of randint) keeps them, rather than falling back to a redraw that would lose their range
+_DISCRETE_DRAWS = ("randint", "randint_like", "randperm", "bernoulli", "multinomial", "poisson")
+_DISCRETE_FILLS = ("random_", "bernoulli_", "geometric_")
 _MAX_CLASS_DRAWS = 4096     # a get_inputs drawing more than this under a class falls back to the redraw
 _SEED_MASK = (1 << 62) - 1
 _CHUNK = 1 << 25          # elements per checksum chunk (bounds the temporaries on a device)
@@ -154,7 +158,8 @@ def make_inputs_noted(torch: Any, get_inputs: Callable[[], list[Any]], seed: int
         except Exception as exc:  # noqa: BLE001 - any failure of the re-run falls back, and says why
             why = f"get_inputs raised under the class's draws: {type(exc).__name__}: {str(exc)[:160]}"
         else:
-            if mode.swapped or not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in made):
+            if mode.swapped or mode.discrete or not any(isinstance(t, torch.Tensor) and t.is_floating_point()
+                                                        for t in made):
                 return [_to_device(torch, t, device) for t in made], FACTORY_INPUTS
             why = "get_inputs made its floating-point inputs without a torch random draw"
             del made
@@ -261,6 +266,8 @@ def _class_draws(torch: Any) -> Any:
     fresh = {torch.rand: torch.empty, torch.randn: torch.empty,
              torch.rand_like: torch.empty_like, torch.randn_like: torch.empty_like}
     methods = {getattr(torch.Tensor, n) for n in _FILL_METHODS}
+    discrete = ({getattr(torch, n) for n in _DISCRETE_DRAWS if hasattr(torch, n)}
+                | {getattr(torch.Tensor, n) for n in _DISCRETE_FILLS if hasattr(torch.Tensor, n)})
     init = torch.nn.init
     fillers = {getattr(init, n) for n in _INIT_FILLERS if hasattr(init, n)}
 
@@ -271,7 +278,8 @@ def _class_draws(torch: Any) -> Any:
             super().__init__()
             self.distribution, self.seed, self.large = distribution, seed, large
             self.gens: dict[str, Any] = {}
-            self.swapped = 0
+            self.swapped = 0       # continuous draws given the class's values
+            self.discrete = 0      # discrete draws left as they are (their range is structure)
 
         def _fill(self, t: Any) -> bool:
             if not isinstance(t, torch.Tensor) or not t.is_floating_point():
@@ -301,7 +309,9 @@ def _class_draws(torch: Any) -> Any:
                     return args[0]
                 return func(*args, **kwargs)
             out = func(*args, **kwargs)
-            if func is torch.normal:
+            if _member(func, discrete):
+                self.discrete += 1
+            elif func is torch.normal:
                 self._fill(out)
             elif _member(func, fillers):
                 self._fill(args[0] if args else kwargs.get("tensor"))
