@@ -12,13 +12,15 @@ function (:func:`harness.tuning.search.random_search_task`) in a child process p
 Usage (device calls of ~9 minutes; re-run the same command until it prints ``done``)::
 
     python benchmarks/kernelbench_random.py --kb .kb/KernelBench --level 1 --problems 1-100 \\
-        --out $OUT/random_level1_h200.jsonl --db $OUT/random_level1_h200.sqlite \\
+        --out $OUT/random_level1_h200.jsonl --stores $OUT/random_level1_stores \\
         --device cuda --budget 10 --seed 1 --time-budget-s 540
 
-Resuming: each problem's campaign has a fixed id (level, problem, source digest, seed, budget), so a
-call cut short by its budget resumes the same campaign in the next call from the same store (``--db``:
-copy it back into the tree with the ``--out`` file between calls; it is git-ignored). Finished
-problems (a row in ``--out``) are skipped. A campaign refused on resume (another device fingerprint,
+Resuming: each problem's campaign has a fixed id (level, problem, source digest, seed, budget) and its
+own store (``--stores DIR/<campaign id>.sqlite``), so a call cut short by its budget resumes the same
+campaign in the next call: copy the ``--out`` file and the stores folder back into the tree between
+calls (``*.sqlite`` is git-ignored). A finished problem's row holds every iteration's figures and its
+store is deleted (``--keep-stores`` keeps it): at most one store, the unfinished problem's (about a
+megabyte), travels between calls. Finished problems (a row in ``--out``) are skipped. A campaign refused on resume (another device fingerprint,
 protocol or code) is recorded as abandoned (``kind: random_abandoned``) and started again under the
 next attempt's id. The renderer is ``benchmarks/render_kernelbench_random.py``.
 
@@ -35,6 +37,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -172,6 +175,22 @@ def campaign_child(args: argparse.Namespace) -> int:
     return 0
 
 
+def fold_wal(db: Path) -> None:
+    """Fold a killed child's write-ahead log into the store file (opening and closing it does), so the
+    one file carries the campaign to the next call."""
+    from harness.store import SqliteStore
+
+    try:
+        SqliteStore(db).close()
+    except Exception as exc:  # noqa: BLE001 - the next call's resume reports a broken store itself
+        print(f"warning: could not fold the write-ahead log of {db}: {exc}", file=sys.stderr)
+
+
+def remove_store(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
 def _marked(out: str, mark: str) -> dict[str, Any] | None:
     found = [ln for ln in out.splitlines() if ln.startswith(mark)]
     return json.loads(found[-1][len(mark):]) if found else None
@@ -202,6 +221,68 @@ def check_spaces(problems: list[Path], level: int) -> int:
     return 1 if failed else 0
 
 
+def smoke_points(problem: Path, device: str) -> list[dict[str, Any]]:
+    """Outside the harness, in this process: build ModelNew for each knob of the problem's space turned
+    on alone (and all of them together where the constraints allow) under the same seed as Model, run
+    both on ``get_inputs()`` and compare. A quick check of the rendering on a device before a sweep
+    spends its budget; the sweep's verdicts are the measurement."""
+    import importlib.util
+    import random as _random
+
+    import torch
+
+    from harness.tasks import load_task
+    from harness.tasks._module_space import DEFAULTS, module_space, render_point
+
+    task = load_task(problem)
+    space = module_space(task, device).space
+    points: list[dict[str, Any]] = []
+    for knob in space.knobs:
+        for value in knob.values():
+            point = {k.name: DEFAULTS[k.name] for k in space.knobs}
+            point[knob.name] = value
+            if value != DEFAULTS[knob.name] and not space.violations(point):
+                points.append(point)
+    rng = _random.Random(0)
+    points += [space.sample(rng) for _ in range(2)]
+    results: list[dict[str, Any]] = []
+    for i, point in enumerate(points):
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"problem": problem.stem, "device": device, "point": point}
+        try:
+            path = Path(tempfile.mkdtemp()) / f"atb_smoke_{i}.py"
+            path.write_text(render_point(task, point), encoding="utf-8")
+            spec = importlib.util.spec_from_file_location(f"atb_smoke_{problem.stem}_{i}", path)
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            torch.manual_seed(7)
+            init = list(mod.get_init_inputs())
+            torch.manual_seed(7)
+            ref = mod.Model(*init).to(device)
+            torch.manual_seed(7)
+            new = mod.ModelNew(*init).to(device)
+            torch.manual_seed(8)
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+            with torch.no_grad():
+                want = ref(*inputs)
+                got = new(*inputs)
+                got = new(*inputs)      # a second call: graphs replay, compiled code is reused
+            wants = want if isinstance(want, (tuple, list)) else [want]
+            gots = got if isinstance(got, (tuple, list)) else [got]
+            worst = 0.0
+            for a, b in zip(wants, gots):
+                torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
+                worst = max(worst, float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
+            row.update(ok=True, max_abs_diff=worst)
+        except Exception as exc:  # noqa: BLE001 - every point is reported
+            row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:600])
+        row["wall_s"] = round(time.perf_counter() - t0, 2)
+        results.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    return results
+
+
 # ----------------------------------------------------------------------------------- main loop
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -210,8 +291,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--level", type=int, default=1)
     p.add_argument("--problems", default=None, help="ids or ranges (1-100, 1,5,9-12) or names; default all")
     p.add_argument("--out", type=Path, help="JSON-lines results file (appended; resumable)")
-    p.add_argument("--db", type=Path, default=None,
-                   help="the campaigns' store, kept across calls for resuming (default: --out with .sqlite)")
+    p.add_argument("--stores", type=Path, default=None,
+                   help="folder of one store per campaign, kept across calls for resuming "
+                        "(default: beside --out, named <out stem>_stores)")
+    p.add_argument("--keep-stores", action="store_true", help="keep a finished campaign's store")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     p.add_argument("--budget", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
@@ -220,14 +303,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-attempts", type=int, default=2,
                    help="tries per problem when the campaign child breaks without a result")
     p.add_argument("--check-spaces", action="store_true", help="only derive each problem's module space and exit")
+    p.add_argument("--smoke", action="store_true",
+                   help="only run each knob's point of each selected problem against Model in this process "
+                        "(no harness, no store) and print one JSON line per point")
     p.add_argument("--_campaign-child", dest="campaign_child", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--_campaign-id", dest="campaign_id", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_db", dest="db", type=Path, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.campaign_child is None:
         if args.kb is None:
             p.error("--kb is required")
-        if not args.check_spaces and args.out is None:
-            p.error("--out is required (or --check-spaces)")
+        if not (args.check_spaces or args.smoke) and args.out is None:
+            p.error("--out is required (or --check-spaces, --smoke)")
     if args.budget <= 0:
         p.error("--budget must be positive")
     return args
@@ -239,14 +326,14 @@ def sweep(args: argparse.Namespace) -> int:
     problems = select_problems(problem_dir(args.kb, args.level), args.problems)
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
-    db: Path = args.db or out.with_suffix(".sqlite")
-    db.parent.mkdir(parents=True, exist_ok=True)
+    stores: Path = args.stores or out.parent / f"{out.stem}_stores"
+    stores.mkdir(parents=True, exist_ok=True)
     rev = code_rev()
     settled, abandoned, errors = read_state(out, args.max_attempts)
     key = lambda p: f"{args.level}:{p.stem}"  # noqa: E731
     todo = [p for p in problems if key(p) not in settled]
     print(f"level {args.level}: {len(problems)} selected, {len(problems) - len(todo)} finished before, "
-          f"{len(todo)} to do; {TUNER} seed {args.seed} budget {args.budget} on {args.device}; out {out}; store {db}",
+          f"{len(todo)} to do; {TUNER} seed {args.seed} budget {args.budget} on {args.device}; out {out}; stores {stores}",
           flush=True)
     stopped = False
     for p in todo:
@@ -256,8 +343,9 @@ def sweep(args: argparse.Namespace) -> int:
             break
         attempt = abandoned.get(key(p), 0) + 1
         cid = campaign_id(args.level, p, args.seed, args.budget, attempt)
+        db = stores / f"{cid}.sqlite"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--_campaign-child", str(p), "--_campaign-id", cid,
-               "--db", str(db), "--device", args.device, "--budget", str(args.budget), "--seed", str(args.seed)]
+               "--_db", str(db), "--device", args.device, "--budget", str(args.budget), "--seed", str(args.seed)]
         started = now_utc()
         print(f"{p.stem}: campaign {cid} ({left:.0f} s left in this call)", flush=True)
         code, stdout, stderr, wall = run_bounded(cmd, left, child_env(), ROOT)
@@ -268,7 +356,8 @@ def sweep(args: argparse.Namespace) -> int:
                 "tuner": TUNER, "seed": args.seed, "budget": args.budget, "campaign_id": cid,
                 "started_utc": started, "wall_s": round(wall, 3)}
         if code is None:   # cut by this call's budget: the campaign resumes under the same id next call
-            print(f"{p.stem}: cut by the time budget after {wall:.0f} s; resumed next call", flush=True)
+            print(f"{p.stem}: cut by the time budget after {wall:.0f} s; resumed next call from {db}", flush=True)
+            fold_wal(db)
             stopped = True
             break
         result = _marked(stdout, RESULT_MARK)
@@ -277,11 +366,15 @@ def sweep(args: argparse.Namespace) -> int:
             row = {**base, "kind": "random_campaign", **result}
             append_line(out, row)
             settled.add(key(p))
+            if not args.keep_stores:
+                remove_store(db)
             print(f"{p.stem}: {row['outcome']}, {row['usable_iterations']}/{row['budget']} usable, best "
                   f"{row['best_speedup']} {row['best_ci']}, correct {row['correct_fraction']}, fast_1 {row['fast_1']}",
                   flush=True)
         elif refused is not None and refused.get("refused_resume"):
             append_line(out, {**base, "kind": "random_abandoned", "reason": refused["error"]})
+            if not args.keep_stores:
+                remove_store(db)
             abandoned[key(p)] = attempt
             print(f"{p.stem}: campaign {cid} abandoned ({refused['error'][:200]}); next attempt next", flush=True)
         else:
@@ -306,6 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         return campaign_child(args)
     if args.check_spaces:
         return check_spaces(select_problems(problem_dir(args.kb, args.level), args.problems), args.level)
+    if args.smoke:
+        rows = [r for p in select_problems(problem_dir(args.kb, args.level), args.problems)
+                for r in smoke_points(p, args.device)]
+        bad = [r for r in rows if not r["ok"]]
+        print(f"{len(rows) - len(bad)}/{len(rows)} points compute what Model computes", flush=True)
+        return 1 if bad else 0
     return sweep(args)
 
 
