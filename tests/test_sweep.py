@@ -135,15 +135,18 @@ def test_bad_spec_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert fragment in out["error"]
 
 
-def test_random_search_over_a_file_without_knobs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_search_over_a_file_without_knobs_uses_its_module_space(tmp_path: Path) -> None:
+    """Issue 26: a KernelBench file declares no knobs; random search draws from its module space
+    (harness/tasks/_module_space.py), so the spec resolves instead of being refused."""
+    from atb_agent.sweep._spec import SweepSpec, resolve
+
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "1_Square.py").write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * x\n"
         "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
-    spec = _spec(tmp_path, "tasks: ['kb/*.py']\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
-    assert main(["sweep", str(spec), "--db", str(tmp_path / "s.sqlite"), "--json"]) == 2
-    assert "knob space" in json.loads(capsys.readouterr().out)["error"]
+    resolved = resolve(SweepSpec(tasks=["kb/*.py"], tuners=["random"], seeds=[1], budget=2), tmp_path)
+    assert [(k.task_id.split(":")[1], k.seed) for k in resolved.campaigns] == [("1_Square", 1)]
 
 
 def test_an_engine_task_and_a_kernel_task_resolve_alike_for_random_search() -> None:
