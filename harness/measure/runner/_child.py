@@ -30,16 +30,15 @@ if CONFIG.get("memory_bytes", 0) > 0:
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
 # torch.compile in this child (issue 25): Inductor's and Triton's caches live in a folder of this child's
 # private scratch (its cwd: writable inside the confinement, never shared with another child or
-# evaluation, so no compiled artefact crosses between candidates). On CPU Inductor compiles in this
-# process (one compile thread: no worker pool, whose threads and processes would sit beside the pinned
-# thread budget, on the cores being measured, while timed blocks run); on CUDA it keeps its parallel
-# compile (Triton kernels; the timed resource is the device). Set before torch is imported: Inductor
-# reads them into its config at import.
+# evaluation, so no compiled artefact crosses between candidates). Inductor compiles in this process on
+# every backend (one compile thread: no worker pool, whose threads and processes would sit beside the
+# pinned thread budget while timed blocks run; on the H200 its pool's reader thread, started lazily,
+# read as work left running after the timed repetitions and rejected three honest compiled candidates
+# by the escape gate). Set before torch is imported: Inductor reads them into its config at import.
 _COMPILE_CACHE = os.path.join(os.getcwd(), "compile-cache")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "inductor")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "triton")
-if CONFIG.get("backend") != "cuda":
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
 
 import importlib.util  # noqa: E402
 import secrets  # noqa: E402
