@@ -12,6 +12,7 @@ and a candidate failure on a class the reference takes is still the candidate's.
 from __future__ import annotations
 
 from collections.abc import Iterator
+import json
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,13 @@ def test_aa_is_accepted_with_the_class_the_reference_refuses_skipped_and_recorde
     assert {d for _, d in judged} == {"task", "normal", "uniform", "negative", "zeros_mixed", "large"}
     assert len(judged) == 6 * len(r.correctness_seeds)
     assert {c.inputs for c in ev.candidate_calls if c.distribution == "normal"} == {"factory"}
+    # the stored verdict says which class was skipped and why, and does not list it as compared
+    store, _ = session
+    row = store.query("SELECT detail_json FROM verdicts WHERE id = ?", (r.verdict_id,))
+    stored = json.loads(row[0][0])
+    assert set(stored["skipped_classes"]) == {"noncontiguous"}
+    assert "hx is not contiguous" in stored["skipped_classes"]["noncontiguous"]
+    assert "noncontiguous" not in stored["distributions"]
 
 
 def test_the_skip_depends_on_the_reference_alone(session: tuple[SqliteStore, MeasurementContext]) -> None:

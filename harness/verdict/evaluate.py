@@ -237,7 +237,10 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
     detail: dict[str, Any] = {
         "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
-        "distributions": sorted({c.distribution for c in col.comparisons}),
+        "distributions": sorted({c.distribution for c in col.comparisons if c.phase != "skipped"}),
+        # input classes the reference itself cannot take: skipped for this problem, never the candidate's
+        # failure (issue 25); class -> the reference's error
+        "skipped_classes": dict(col.skipped_classes),
         "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
         "speedup_vs_start": vs_start.model_dump() if vs_start else None,
         "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
