@@ -102,6 +102,8 @@ class Collected:
     transport: str = ""            # how candidate outputs reached the reference: "" (IPC or CPU file) or a fallback
     # input classes skipped because the reference itself raised on them: class -> the reference's error
     skipped_classes: dict[str, str] = field(default_factory=dict)
+    # why an arm's CUDA-graph capture probe was not taken ("arm: reason"): the harness's fact, not a verdict
+    capture_probe_errors: list[str] = field(default_factory=list)
 
     def timed_facts(self, arm: str) -> list[TimedFacts]:
         return [t.facts for t in self.timed[arm]]
@@ -471,6 +473,9 @@ class Collector:
         if not (tiny or bound):
             return
         captured = self._ask_arms({"op": "capture", "graph": True})
+        for arm, r in captured.items():
+            if r.get("probe_error"):
+                self.out.capture_probe_errors.append(f"{arm}: {r['probe_error']}")
         if not all(bool(r.get("captured")) for r in captured.values()):
             self._ask_arms({"op": "capture", "graph": False})
 

@@ -241,6 +241,7 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         # input classes the reference itself cannot take: skipped for this problem, never the candidate's
         # failure (issue 25); class -> the reference's error
         "skipped_classes": dict(col.skipped_classes),
+        "capture_probe_errors": list(col.capture_probe_errors),   # why graph replay was not used (CUDA)
         "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
         "speedup_vs_start": vs_start.model_dump() if vs_start else None,
         "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
