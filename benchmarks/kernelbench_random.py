@@ -203,7 +203,7 @@ def check_spaces(problems: list[Path], level: int) -> int:
     from harness.tasks import CountedCost
     from harness.tasks._module_space import ModuleFacts, build_module_space
 
-    counted = count_sizes(problems)
+    counted = count_sizes(problems, timeout_s=1800.0)   # a level-3 batch on a 2-core host took over 600 s
     failed = 0
     for p in problems:
         try:
