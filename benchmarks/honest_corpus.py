@@ -420,7 +420,10 @@ def _why(row: dict[str, Any]) -> str:
     if row.get("accepted"):
         return ""
     gates = row.get("failed_gates") or []
-    text = "; ".join(f"{g['name']}: {g['detail'][:160]}" for g in gates) or str(row.get("reason", ""))[:200]
+    reason = str(row.get("reason", ""))
+    text = "; ".join(f"{g['name']}: {g['detail'][:160]}" for g in gates)
+    if reason and not reason.startswith("gate "):   # a failure before the gates (a timeout, an exception) first
+        text = f"{reason[:200]}; {text}" if text else reason[:200]
     ext = row.get("extended_pass")
     if isinstance(ext, dict):
         text += f"; extended pass: {str(ext.get('reason') or ext.get('error', ''))[:200]}"
@@ -435,7 +438,7 @@ def render(rows: list[dict[str, Any]], device: str) -> str:
     lines = [f"# Honest corpus on {device}", "",
              f"Rendered by `benchmarks/honest_corpus.py --device {device} --render` from `honest_{device}.jsonl` "
              f"(the latest row of each entry). Code revisions: {', '.join(revs) or '-'}; protocol digests: "
-             f"{', '.join(digests) or '-'}; device: {', '.join(sorted({str(r.get('device_name', '')) for r in rows}))}.",
+             f"{', '.join(digests) or '-'}; device: {', '.join(sorted({str(r['device_name']) for r in rows if r.get('device_name')}))}.",
              ""]
     acc = [r for r in honest if r.get("accepted")]
     errs = [r["ratio_error"] for r in honest if isinstance(r.get("ratio_error"), (int, float))]

@@ -35,7 +35,7 @@ CLASSES = ("normal", "uniform", "negative", "zeros_mixed", "large", "noncontiguo
 LARGE = 1.0e4   # protocol correctness.large_magnitude
 # One entry per technique class that runs on the CPU (at most six): what the acceptance test runs.
 ACCEPTANCE = ("alg_distribute_matmul_sum", "struct_symmetric_skip_symmetrize", "inplace_elementwise_chain",
-              "fused_small_addcmul", "compile_default_elementwise_chain", "channels_last_conv_relu")
+              "fused_small_addcmul", "compile_default_silu", "channels_last_conv_relu")
 
 
 def _module(path: Path, name: str) -> ModuleType:
