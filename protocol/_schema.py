@@ -114,6 +114,9 @@ class GateParams(_Frozen):
     # most this many times the baseline loop's (the same harness code): a candidate that slows the
     # harness's own launches (a full launch queue) cannot hide escaped work in that figure.
     escape_harness_over_baseline_max: PositiveFloat = 2.0
+    # 1.6.0: the extended pass times every call on inputs of their own storage; a re-evaluation whose
+    # speedup falls below this fraction of the quarantined verdict's did not earn it honestly (0: off).
+    extended_speedup_min_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     tamper_parent_over_worker_max: PositiveFloat
     timed_output_checks: PositiveInt
     strawman_ratio: PositiveFloat

@@ -480,7 +480,7 @@ class Collector:
             self._ask_arms({"op": "capture", "graph": False})
 
     def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
-        prep = self._ask_arms({"op": "prepare", "seed": seed})
+        prep = self._ask_arms({"op": "prepare", "seed": seed, "private_inputs": self.task.meta.private_timed_inputs})
         if self.backend == "cuda":
             self._choose_cuda_method(prep)
         rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)

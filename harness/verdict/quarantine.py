@@ -12,7 +12,12 @@ candidate through the real evaluation path with:
   paired seeds in all);
 * every adversarial distribution of the protocol, including any the task's metadata leaves out (a
   probe on which the reference is not finite is recorded as uninformative, not as a failure);
-* every gate again, the physical-limit check included (the bytes the candidate must move).
+* every gate again, the physical-limit check included (the bytes the candidate must move);
+* (1.6.0) every timed call on inputs of their own storage (``TaskMeta.private_timed_inputs``): on a CPU the
+  ordinary timed sets are windows of one shared pool, which a candidate can reach through an input's
+  storage and precompute over; here there is nothing beyond the input to read. A re-evaluation whose
+  speedup falls below ``gates.extended_speedup_min_fraction`` of the quarantined verdict's did not earn
+  that speedup from its inputs alone, and the verdict stays quarantined.
 
 It clears the verdict only if every re-evaluation is correct and passes every gate other than the
 anomaly breaker itself. The outcome, cleared or not, is stored as a quarantine review with its
@@ -56,8 +61,21 @@ class QuarantineReview(BaseModel):
 
 
 def with_all_distributions(task: Task) -> Task:
-    """The same task (same id, same source) probed with every adversarial distribution of the protocol."""
-    return task.model_copy(update={"meta": task.meta.model_copy(update={"distributions": None})})
+    """The same task (same id, same source) probed with every adversarial distribution of the protocol,
+    and every timed call on inputs of their own storage."""
+    return task.model_copy(update={"meta": task.meta.model_copy(update={"distributions": None,
+                                                                        "private_timed_inputs": True})})
+
+
+def _kept_speedup(r: EvalResult, quarantined: float | None, min_fraction: float) -> str | None:
+    """Why a re-evaluation's speedup does not bear out the quarantined one (None when it does)."""
+    if not min_fraction or quarantined is None or r.speedup is None:
+        return None
+    if r.speedup < min_fraction * quarantined:
+        return (f"on inputs of their own storage it read {r.speedup:.2f}x against the quarantined "
+                f"{quarantined:.2f}x (below {min_fraction:g} of it, gates.extended_speedup_min_fraction): the "
+                "speedup came from something beyond the inputs it was given")
+    return None
 
 
 def _problems(r: EvalResult) -> list[str]:
@@ -104,6 +122,9 @@ def review_quarantine(verdict_id: str, task: str | Path | Task, candidate_source
         r = evaluate_candidate(probe, candidate_source, store=store, session=session)
         results.append(r)
         problems += [f"re-evaluation {r.verdict_id}: {p}" for p in _problems(r)]
+        kept = _kept_speedup(r, v.ratio, proto.gates.extended_speedup_min_fraction)
+        if kept:
+            problems.append(f"re-evaluation {r.verdict_id}: {kept}")
         if problems:
             break
     seeds = sum(len(r.seeds) for r in results)
@@ -116,8 +137,8 @@ def review_quarantine(verdict_id: str, task: str | Path | Task, candidate_source
         shown = ", ".join(f"{s:.2f}x" for s in speedups if s is not None)
         cleared = True
         reason = (f"extended pass cleared it: {len(results)} re-evaluations, {seeds} paired seeds, distributions "
-                  f"{', '.join(dists)}; correct, and every gate but the anomaly breaker passed (physical limit "
-                  f"included); speedups {shown}")
+                  f"{', '.join(dists)}, timed on inputs of their own storage; correct, every gate but the anomaly "
+                  f"breaker passed (physical limit included), and the speedup held; speedups {shown}")
     last = results[-1].verdict_id if results else None
     store.add_quarantine_review(verdict_id, cleared, reason, last, proto.ref())
     return QuarantineReview(verdict_id=verdict_id, cleared=cleared, reason=reason,

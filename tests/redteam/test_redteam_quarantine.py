@@ -60,3 +60,20 @@ def test_cheat_that_fooled_only_the_tasks_inputs_stays_quarantined(
     extended = review.extended_verdict_ids[-1]
     with pytest.raises(QuarantineError):
         review_quarantine(extended, c.task_ref, c.source, store=store, session=session)
+
+
+def test_a_speedup_read_from_the_input_pool_does_not_survive_private_inputs(
+        measured: tuple[SqliteStore, MeasurementContext]) -> None:
+    """The pool-prefix cheat is right on every input and above every byte floor; its speed comes only from
+    precomputing over the pool its timed windows are cut from. The extended pass times every call on inputs
+    of their own storage, where the trick finds nothing, and the verdict stays quarantined (protocol 1.6.0,
+    gates.extended_speedup_min_fraction)."""
+    store, session = measured
+    c = next(e for e in corpus("cheats") if e.name == "anomaly_pool_prefix_precompute")
+    r = evaluate_candidate(c.task_ref, c.source, store=store, session=session)
+    print(f"\nanomaly_pool_prefix_precompute: {r.verdict} speedup {r.speedup}")
+    assert r.verdict == "quarantined" and r.correct, r.reason
+    review = review_quarantine(r.verdict_id, c.task_ref, c.source, store=store, session=session)
+    print(f"  {review.reason[:400]}")
+    assert not review.cleared and "inputs of their own storage" in review.reason, review.reason
+    assert store.effective_status(r.verdict_id) == "quarantined"

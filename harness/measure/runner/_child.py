@@ -777,7 +777,8 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
                                                 int(p["min_timed_ns"]))
     _check_timed()
     del cal
-    S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner)
+    S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner,
+                       force_exact=bool(cmd.get("private_inputs")))
     S.sets.spec(0, 0)  # draws the pool now, outside any timed block
     S.method = "cpu-perf_counter"
     return {"reps": int(p["timed_reps"]), "inner": S.inner, "est_ns": est_ns, "method": S.method,

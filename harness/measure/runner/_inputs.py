@@ -611,7 +611,7 @@ class TimedSets:
     """
 
     def __init__(self, torch: Any, get_inputs: Callable[[], list[Any]], seed: int, large: float,
-                 device: str, mode: str, calls_per_rep: int) -> None:
+                 device: str, mode: str, calls_per_rep: int, force_exact: bool = False) -> None:
         self.torch, self.get_inputs, self.seed, self.large, self.device = torch, get_inputs, seed, large, device
         self.mode, self.k = mode, max(1, calls_per_rep)
         self.q = 0                                   # repetitions handed out so far
@@ -622,7 +622,8 @@ class TimedSets:
         self._sizes: list[int] = []
         self._ndraws = 2 if mode == "window" else self.k + 1
         # structured inputs: every set a whole draw (see the class docstring); decided once per get_inputs
-        self.exact = mode != "fresh" and not raw_draws_only(torch, get_inputs, seed, device)
+        # (force_exact: the caller wants no shared pool at all; the quarantine's extended pass)
+        self.exact = mode != "fresh" and (force_exact or not raw_draws_only(torch, get_inputs, seed, device))
         self._exact: list[list[Any]] = []            # the sets of the repetition last handed out (exact)
         self._exact_q = -1                           # ... and that repetition's index
         self.fp_before: list[str] = []     # fingerprints of each pool when drawn ...
