@@ -55,7 +55,7 @@ from harness.store._signing import (
 )
 
 if TYPE_CHECKING:
-    from harness.store._verify import StoreProblem
+    from harness.store._problems import StoreProblem
 
 CHECKPOINT_KIND = "store_checkpoint"
 
@@ -142,7 +142,7 @@ class ChainIndex:
 
 
 def _problem(detail: str, seq: int | None = None, key: str | None = None) -> StoreProblem:
-    from harness.store._verify import StoreProblem
+    from harness.store._problems import StoreProblem
 
     return StoreProblem(kind="checkpoint", table="reports" if seq is not None else None, key=key, chain_seq=seq,
                         detail=detail)

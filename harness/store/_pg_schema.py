@@ -152,7 +152,7 @@ def installed_version(x: Any) -> int | None:
 
 def object_problems(x: Any) -> list[Any]:
     """Rule triggers missing, disabled, pointing elsewhere or added; rule functions missing or altered."""
-    from harness.store._verify import StoreProblem
+    from harness.store._problems import StoreProblem
 
     out: list[StoreProblem] = []
     have = {(str(r[0]), str(r[1])): (str(r[2]), str(r[3])) for r in x.execute(

@@ -29,37 +29,16 @@ import sqlite3
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.store._chain import CHAINED_TABLES, GENESIS, row_hash
 from harness.store._checkpoint import ChainIndex, CheckpointReport, check_checkpoints
+from harness.store._problems import ProblemKind, StoreProblem  # noqa: F401 - ProblemKind re-exported
 
 SCHEMA_VERSION = 3
 MAX_PROBLEMS = 200
-
-ProblemKind = Literal["schema_version", "schema_object", "chain", "row_hash", "rule", "released_protocol", "checkpoint"]
-
-
-class StoreProblem(BaseModel):
-    """One thing wrong with a store: where (table, row key, chain position) and what."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: ProblemKind
-    table: str | None = None
-    key: str | None = None
-    chain_seq: int | None = None
-    detail: str
-
-    def line(self) -> str:
-        where = self.table or "store"
-        if self.key is not None:
-            where += f" {self.key}"
-        if self.chain_seq is not None:
-            where += f" (chain_seq {self.chain_seq})"
-        return f"{where}: {self.detail}"
-
 
 class StoreVerification(BaseModel):
     """The outcome of :func:`verify_connection`; ``ok`` only when ``problems`` is empty."""
