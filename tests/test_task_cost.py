@@ -17,7 +17,7 @@ from harness.tasks import (
     begin_cost, load_task, load_task_file, native_task_names, needs_count, resolve_cost,
 )
 from harness.tasks._cost import count_file, count_module, import_task_module
-from harness.verdict.gates.physical import physical_gate
+from harness.verdict.gates.physical import flop_trigger, physical_gate
 from protocol import load_protocol
 
 FIX = Path(__file__).parent / "fixtures" / "kernelbench_like" / "KernelBench"
@@ -119,9 +119,14 @@ def test_physical_gate_uses_counted_flops_and_names_the_source() -> None:
     flops = 2.0 * 4096 ** 3          # a 4096^3 fp32 matmul: ~2.7 ms at 50 TFLOP/s
     low = _evidence(task_bytes=3 * 4096 * 4096 * 4.0, task_flops=flops, task_bytes_source="io:measured",
                     task_flops_source="flop_counter:meta", candidate_median_ns=1e5)
+    # protocol 1.6.0: the floor is the bytes; a time below the reference's counted FLOPs at peak passes the
+    # gate but is named as the trigger for the extended pass (a rewrite may honestly do less arithmetic)
     r = physical_gate(low, proto)
-    assert not r.passed and "flop_counter:meta" in r.detail and "io:measured" in r.detail
-    ok = physical_gate(low.model_copy(update={"candidate_median_ns": 5e6}), proto)
-    assert ok.passed and "flop_counter:meta" in ok.detail
-    # the same time with no FLOPs counted (the old behaviour for KernelBench files) passes: the count matters
-    assert physical_gate(low.model_copy(update={"task_flops": None, "task_flops_source": ""}), proto).passed
+    assert r.passed and "io:measured" in r.detail and "quarantined for the extended pass" in r.detail
+    why = flop_trigger(low, proto)
+    assert why is not None and "flop_counter:meta" in why
+    assert flop_trigger(low.model_copy(update={"candidate_median_ns": 5e6}), proto) is None
+    # below the bytes floor it still fails, whatever the FLOPs
+    assert not physical_gate(low.model_copy(update={"candidate_median_ns": 1e3}), proto).passed
+    # with no FLOPs counted there is nothing to trigger on: the count matters
+    assert flop_trigger(low.model_copy(update={"task_flops": None, "task_flops_source": ""}), proto) is None
