@@ -17,6 +17,7 @@ RELEASED: dict[str, str] = {
     "1.3.0": "195eeeed2bed3b8c93baccfcdb80bf69480170e184e17d1be685d8f18d030cae",
     "1.4.0": "e541dbfa4cf74493673dc66f679f2860e67b203ea09b9766bfcdd388e5a25808",
     "1.5.0": "b5dafee9382e1055800ee6115d6514a479376feb08d8f94a78c6d02ba4569869",
+    "1.6.0": "7359f76e637e3be1ffc3045e8c83e99398d27dbbfc06ad0f1ebcecafb4bf79e9",
 }
 
 __all__ = ["RELEASED"]
