@@ -124,7 +124,7 @@ def protocol_facts() -> tuple[str, int]:
 
 # ----------------------------------------------------------------------------------- independent child
 def independent_child(task_path: Path, cand_path: Path, device: str, threads: int, min_run_s: float,
-                      rounds: int = 5) -> int:
+                      rounds: int = 5, graph: bool = False) -> int:
     """Runs in its own process: time the reference and the candidate on the problem's get_inputs.
 
     Reference first (before the candidate is imported, so nothing the candidate does at import can touch
@@ -135,6 +135,11 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
     clock: the measuring thread is the only one (``threads`` = the protocol's 1), and on a shared host
     the wall clock also counts the time other processes held the core (wall-clock rounds of one pair
     were seen to range 0.6-2.1x on this 2-core machine under load).
+
+    ``graph`` (CUDA, where the harness timed the entry by CUDA-graph replay: tiny or launch-bound calls,
+    protocol 1.6.0): ``triton.testing.do_bench_cudagraph``, so both sides time device work without the
+    host's launches; where the capture fails (a candidate that captures its own graph) it falls back to
+    ``do_bench`` and the method says so.
     """
     res: dict[str, Any] = {"device": device}
     try:
@@ -167,9 +172,13 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
         method = "timer(process_time)" if device == "cpu" else "timer"
         clock = time.process_time if device == "cpu" else time.perf_counter
         do_bench = None
+        bench_graph = None
         if device == "cuda":
             try:
-                do_bench, method = importlib.import_module("triton.testing").do_bench, "triton.do_bench"
+                testing = importlib.import_module("triton.testing")
+                do_bench, method = testing.do_bench, "triton.do_bench"
+                if graph:
+                    bench_graph, method = testing.do_bench_cudagraph, "triton.do_bench_cudagraph"
             except Exception:  # noqa: BLE001 - Triton missing: the Timer measures CUDA too
                 do_bench = None
         res["method"] = method
@@ -183,6 +192,12 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
                 call()
             if device == "cuda":
                 torch.cuda.synchronize()
+            if bench_graph is not None:
+                try:
+                    return float(bench_graph(call, rep=max(100, int(min_run_s * 1000)), return_mode="median")) / 1e3
+                except Exception as exc:  # noqa: BLE001 - not capturable: host-inclusive do_bench, said so
+                    res["method"] = f"triton.do_bench (do_bench_cudagraph failed: {type(exc).__name__})"
+                    torch.cuda.synchronize()
             if do_bench is not None:
                 return float(do_bench(call, warmup=25, rep=max(100, int(min_run_s * 1000)), return_mode="median")) / 1e3
             from torch.utils.benchmark import Timer
@@ -254,9 +269,14 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
     return 0
 
 
-def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: float, min_run_s: float) -> dict[str, Any]:
+def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: float, min_run_s: float,
+                graph: bool = False) -> dict[str, Any]:
+    """The independent ratio in a fresh process; ``graph``: the harness timed this entry by CUDA-graph replay,
+    so the independent side times device work too (``do_bench_cudagraph``)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_independent", entry["candidate"], "--task-file",
            entry["task_path"], "--device", device, "--threads", str(threads), "--min-run-s", str(min_run_s)]
+    if graph:
+        cmd.append("--graph")
     env = {**child_env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     code, out, err, wall = run_bounded(cmd, timeout_s, env, ROOT)
     found = [ln for ln in out.splitlines() if ln.startswith(MARK)]
@@ -362,7 +382,8 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
         row["caught"] = held and gate in row["rejecting_gates"]
         row["caught_by_any_gate"] = held
         return row
-    ind = independent(entry, args.device, threads, args.independent_timeout_s, args.min_run_s)
+    graph = args.device == "cuda" and str(row.get("timing_method") or "").startswith("cuda-graph")
+    ind = independent(entry, args.device, threads, args.independent_timeout_s, args.min_run_s, graph=graph)
     row["independent"] = ind
     row["independent_ratio"] = ind.get("ratio")
     row["independent_method"] = ind.get("method")
@@ -551,13 +572,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--_independent", dest="independent", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--task-file", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--graph", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.independent is not None:
-        return independent_child(args.task_file, args.independent, args.device, args.threads, args.min_run_s)
+        return independent_child(args.task_file, args.independent, args.device, args.threads, args.min_run_s,
+                                 graph=args.graph)
     if args.review is not None:
         return review_child(args.review, str(args.task_file), args.candidate_file, args.device, args.db)
     out: Path = args.out or RESULTS / f"honest_{args.device}.jsonl"
