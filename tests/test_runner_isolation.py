@@ -59,6 +59,10 @@ def test_failures_become_worker_failures(workdir: Path) -> None:
                 w.request(_load_cmd(workdir, src, kind))
             assert info.value.failure.kind == kind, info.value.failure
             assert info.value.failure.role == "candidate"
+            if kind == "timeout":
+                # the child wrote its stacks just before the deadline: the failure says where it hung
+                assert "most recent call first" in info.value.failure.detail, info.value.failure.detail
+                assert "forward" in info.value.failure.detail
             assert not w.alive()
     finally:
         for w in workers.values():

@@ -8,6 +8,7 @@ unknown command is a ``protocol`` failure, and a handler that raises becomes a r
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 import time
@@ -37,6 +38,11 @@ def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
             reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
             continue
         t0 = time.monotonic()
+        dump_after = cmd.get("stack_dump_after_s")
+        if isinstance(dump_after, (int, float)) and dump_after > 0:
+            # the parent kills a child that misses its deadline; the stacks written here just before
+            # are how the failure says where the child hung (a CUDA sync, a lock, the candidate's loop)
+            faulthandler.dump_traceback_later(float(dump_after), repeat=False, file=sys.stderr)
         try:
             result = handler(cmd)
         except MemoryError as exc:
@@ -44,6 +50,8 @@ def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             text, kind = describe(exc)
             result = {"ok": False, "error": text, "failure_kind": kind}
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         result.setdefault("ok", True)
         result["op"] = op
         if time_handlers:

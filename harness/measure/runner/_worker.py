@@ -31,6 +31,8 @@ FailureKind = Literal["import_error", "exception", "crash", "timeout", "exit", "
 
 
 OUTPUT_TAIL_BYTES = 64 << 10
+# seconds before a request's deadline at which the child writes its threads' stacks (see _serve)
+STACK_DUMP_LEAD_S = 1.5
 _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@]+@")
 # command keys naming a file the child imports: each is staged read-only into the child's inbox
 IMPORTED_PATH_KEYS = ("task_path", "candidate_path")
@@ -111,6 +113,19 @@ def child_environment(threads: int, drop: tuple[str, ...] = ()) -> dict[str, str
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
     return env
+
+
+def _with_stack(tail: str, keep: int = 600, stack_keep: int = 1800) -> str:
+    """The end of a child's output, widened to keep a stack dump whole when one was written.
+
+    A hung request's child writes ``Thread 0x... (most recent call first):`` blocks shortly before its
+    deadline; 600 characters would cut them to their last frames, which are the harness's own.
+    """
+    at = tail.rfind("most recent call first")
+    if at < 0:
+        return tail[-keep:]
+    start = tail.rfind("\n", 0, max(0, at - 40)) + 1
+    return tail[max(start, len(tail) - stack_keep):]
 
 
 class WorkerDied(Exception):
@@ -252,12 +267,16 @@ class Worker:
         self.wait_ready()
         assert self.proc is not None and self.proc.stdin is not None
         cmd = self._stage(cmd)
+        deadline_s = self.timeout_s if timeout_s is None else timeout_s
+        # the child dumps every thread's stack to its output shortly before this deadline, so that a
+        # request that hangs is reported with where it hung (the tail goes into the failure's detail)
+        cmd.setdefault("stack_dump_after_s", max(0.5, deadline_s - STACK_DUMP_LEAD_S))
         try:
             self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died("exit", f"the process ended before command {cmd.get('op')!r}") from None
-        return self._read_reply(self.timeout_s if timeout_s is None else timeout_s, str(cmd.get("op")))
+        return self._read_reply(deadline_s, str(cmd.get("op")))
 
     # ------------------------------------------------------------------ fd channel
     def receive_fd(self, tag: str, timeout_s: float | None = None) -> int | None:
@@ -383,7 +402,7 @@ class Worker:
             if "MemoryError" in tail or "std::bad_alloc" in tail or "out of memory" in tail.lower():
                 kind = "memory"
         if tail:
-            detail += f"; last output: {tail[-600:]}"
+            detail += f"; last output: {_with_stack(tail)}"
         self.failed = WorkerFailure(role=self.role, kind=kind, detail=detail[:3000])
         return WorkerDied(self.failed)
 
