@@ -1,4 +1,5 @@
-"""Running the tuner graph under a SQLite checkpointer, and resuming a killed run.
+"""Running the tuner graph under a checkpointer (SQLite, or PostgreSQL beside a PostgreSQL store), and
+resuming a killed run.
 
 LangGraph checkpoints the state after every node. A run killed mid-node loses only that node's
 update: on resume the node runs again from the last checkpoint. Iterations are stored idempotently
@@ -11,15 +12,12 @@ is first rebuilt by re-running the recorded tool calls.
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 from typing import Any, cast
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
 from transcripts import ResumeData, ToolCallData, read_transcript
 
+from atb_agent._checkpointer import CheckpointTarget, is_postgres, open_checkpointer
 from atb_agent.graph import AgentContext, TunerState, build_graph, initial_state
 from harness.records import utc_now
 
@@ -45,13 +43,14 @@ def rebuild_workspace(ctx: AgentContext, upto_seq: int) -> int:
     return done
 
 
-def checkpointed_transcript_seq(checkpoint_path: Path, thread_id: str) -> int | None:
+def checkpointed_transcript_seq(checkpoint_path: CheckpointTarget, thread_id: str) -> int | None:
     """The transcript position the last checkpoint of ``thread_id`` stands at (records from there on
-    will be voided on resume), or None when the thread has no checkpoint."""
-    if not checkpoint_path.exists():
+    will be voided on resume), or None when the thread has no checkpoint. ``checkpoint_path`` is a
+    SQLite file or a PostgreSQL URL (:mod:`atb_agent._checkpointer`)."""
+    if not is_postgres(checkpoint_path) and not Path(checkpoint_path).exists():
         return None
-    with closing(sqlite3.connect(str(checkpoint_path), check_same_thread=False)) as conn:
-        graph = build_graph().compile(checkpointer=SqliteSaver(conn))
+    with open_checkpointer(checkpoint_path) as saver:
+        graph = build_graph().compile(checkpointer=saver)
         snapshot = graph.get_state({"configurable": {"thread_id": thread_id}})
         if not snapshot.values:
             return None
@@ -64,19 +63,18 @@ def replayed_calls_before(transcript_path: Path, upto_seq: int) -> int:
     return sum(1 for env in read_transcript(transcript_path).live if env.kind == "model_call" and env.seq < upto_seq)
 
 
-def run_graph(ctx: AgentContext, *, checkpoint_path: Path, thread_id: str, budget: int) -> TunerState:
+def run_graph(ctx: AgentContext, *, checkpoint_path: CheckpointTarget, thread_id: str, budget: int) -> TunerState:
     """Run (or resume) the graph for ``thread_id`` to the end of its budget and return the final state.
 
     A thread with a checkpoint is resumed; a finished thread is returned as is. Checkpoints are
-    written synchronously (``durability="sync"``): a node's update is on disk before the next starts.
+    written synchronously (``durability="sync"``): a node's update is on disk (or committed on the
+    server) before the next starts. ``checkpoint_path`` is a SQLite file or a PostgreSQL URL.
 
     Raises:
         whatever a node raises (ProviderError, transcripts.RequestMismatch, ...); the checkpoint keeps
         everything up to the last completed node, so the same call resumes the run.
     """
-    checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-    with closing(sqlite3.connect(str(checkpoint_path), check_same_thread=False)) as conn:
-        saver = SqliteSaver(conn)
+    with open_checkpointer(checkpoint_path) as saver:
         graph = build_graph().compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": thread_id},
                        "recursion_limit": recursion_limit(budget, ctx.max_tool_calls_per_iteration)}

@@ -20,13 +20,16 @@ from typing import Any
 
 from transcripts import EndData, HeaderData, StoreCheckpointRef, TranscriptWriter, read_transcript
 
+from atb_agent._checkpointer import CheckpointTarget, checkpoint_target
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
 from atb_agent.services import BindsTask, CampaignServices, HarnessServices, task_brief
 from atb_agent.tuners import (
+    ARM_CONFIG_KEYS,
     Tuner,
     TuningEnvironment,
+    apply_arm_config,
     campaign_config_of,
     graph_tuner_from_header,
     parse_spec,
@@ -43,10 +46,33 @@ class CampaignPaths:
     checkpoints: Path
 
 
-def default_paths(store_path: Path, campaign_id: str) -> CampaignPaths:
+TRANSCRIPTS_ENV = "ATB_TRANSCRIPTS_DIR"
+
+
+def transcripts_home(store: str | Path, transcripts_dir: Path | str | None = None) -> Path:
+    """The folder that holds a store's ``transcripts/``: beside a SQLite file; for a PostgreSQL store
+    (no file to sit beside) ``transcripts_dir``, else ``$ATB_TRANSCRIPTS_DIR``, else the working folder.
+
+    Why a folder for a server store: the transcript is the run's byte-for-byte record and a resumed
+    campaign appends to it, so every node that may resume a campaign must see it (a shared folder on
+    a multi-node sweep; ``atb sweep`` hands its workers one absolute path).
+    """
+    import os
+
+    from harness.store._open import sqlite_path, store_kind
+
+    if transcripts_dir is not None:
+        return Path(transcripts_dir).resolve()
+    if store_kind(store) == "sqlite":
+        return sqlite_path(store).resolve().parent
+    return Path(os.environ.get(TRANSCRIPTS_ENV) or Path.cwd()).resolve()
+
+
+def default_paths(store_path: str | Path, campaign_id: str, transcripts_dir: Path | str | None = None) -> CampaignPaths:
     """Transcripts and checkpoints live beside the store: ``<dir>/transcripts/<id>.jsonl`` and
-    ``<dir>/checkpoints.sqlite``."""
-    base = store_path.resolve().parent
+    ``<dir>/checkpoints.sqlite`` (for a PostgreSQL store ``<dir>`` is :func:`transcripts_home`, and the
+    graph checkpoints on the server instead: :func:`atb_agent._checkpointer.checkpoint_target`)."""
+    base = transcripts_home(store_path, transcripts_dir)
     return CampaignPaths(transcript=base / "transcripts" / f"{campaign_id}.jsonl", checkpoints=base / "checkpoints.sqlite")
 
 
@@ -66,13 +92,16 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
                  transcript_path: Path | None = None, checkpoint_path: Path | None = None,
                  scripted: bool = False, label: str = "", backend: str = "cpu",
                  preregistration_id: str | None = None, arm: str | None = None,
-                 config: dict[str, Any] | None = None) -> Any:
+                 config: dict[str, Any] | None = None, transcripts_dir: Path | str | None = None) -> Any:
     """Run (or resume) one tuning campaign and return its stored :class:`harness.tuning.campaigns.CampaignSummary`.
 
     ``task`` is a task name or file (:func:`harness.tuning.subjects.load_subject` decides its kind) or a loaded
     :class:`~harness.tuning.subjects.Subject`. ``scripted`` marks the transcript as coming from scripted model
     turns (tests, fixtures). ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered
-    A/B; ``config`` is stored with the campaign. ``random`` runs
+    A/B; ``config`` is stored with the campaign, and its arm keys (``system_prompt_suffix``) are applied
+    to the tuner. ``store_path`` is a SQLite file (or ``sqlite:///PATH``) or a ``postgresql://`` URL: on
+    PostgreSQL the graph checkpoints on the same server (LangGraph's ``PostgresSaver``) and the
+    transcript goes under :func:`transcripts_home` (``transcripts_dir``). ``random`` runs
     :func:`harness.tuning.search.random_search_task` (``services`` unused).
 
     Raises:
@@ -82,24 +111,25 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
         ProviderError, ReplayDivergence: a model call failed; the campaign stays open for ``resume``.
         HarnessError: from the harness (unknown task, device unavailable...).
     """
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import CampaignRecorder
     from protocol import load_protocol
 
     if budget <= 0:
         raise CampaignError(f"the budget must be a positive number of iterations, not {budget}")
     proto = load_protocol()
-    store_file = Path(store_path)
+    store_file = store_path if isinstance(store_path, Path) else str(store_path)
     if parse_spec(tuner_spec).kind == "random":
         from harness.tuning.search import random_search_task
 
-        with SqliteStore(store_file) as random_store:
+        with open_store(store_file) as random_store:
             return random_search_task(task, store=random_store, protocol=proto, budget=budget, seed=seed,
                                       backend=backend, campaign_id=resume,  # type: ignore[arg-type]
                                       preregistration_id=preregistration_id, arm=arm)
     subject = load_subject(task) if isinstance(task, (str, Path)) else task
     tuner = _tuner_for(tuner_spec, base_url)        # a bad spec or a missing key fails before anything is opened
-    store = SqliteStore(store_file)
+    apply_arm_config(tuner, {k: v for k, v in (config or {}).items() if k in ARM_CONFIG_KEYS})
+    store = open_store(store_file)
     svc = services or HarnessServices(backend)
     if isinstance(svc, BindsTask):
         svc.bind_task(subject)
@@ -123,7 +153,8 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
                                              config={**(config or {}), **subject.campaign_config(),
                                                      **campaign_config_of(tuner), "base_url": base_url or "",
                                                      "scripted": scripted})
-        paths = default_paths(store_file, recorder.campaign_id)
+        paths = default_paths(store_file, recorder.campaign_id, transcripts_dir)
+        checkpoints = checkpoint_path or checkpoint_target(store_file, paths.checkpoints)
         inbox = SubmissionInbox()
         brief = task_brief(subject)
         toolbox = svc.toolbox(subject, brief, inbox)
@@ -135,12 +166,12 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
         evaluator = svc.evaluator(subject, store, proto)
         if parse_spec(tuner_spec).kind == "replay":
             replay, toolbox, evaluator = _replay_tuner_parts(tuner_spec, toolbox, evaluator, writer.path,
-                                                             checkpoint_path or paths.checkpoints,
+                                                             checkpoints,
                                                              recorder.campaign_id, resumed=resume is not None)
         env = TuningEnvironment(
             campaign_id=recorder.campaign_id, task_id=subject.id, task_brief=brief, budget=budget, seed=seed,
             toolbox=toolbox, inbox=inbox, evaluator=evaluator, iterations=StoreIterationSink(recorder),
-            transcript=writer, checkpoint_path=checkpoint_path or paths.checkpoints,
+            transcript=writer, checkpoint_path=checkpoints,
             max_output_tokens=proto.agent.max_output_tokens,
             max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
             model_timeout_s=proto.agent.model_timeout_s, replay=replay,
@@ -172,11 +203,12 @@ def _write_header(writer: TranscriptWriter, tuner: Tuner, tuner_spec: str, task_
         max_output_tokens=proto.agent.max_output_tokens,
         max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
         tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now(),
-        text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server))
+        text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server,
+        system_prompt_suffix=who.system_prompt_suffix))
 
 
 def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evaluator, transcript: Path,
-                        checkpoints: Path, campaign_id: str, *, resumed: bool) -> tuple[Any, ToolBoxLike, Evaluator]:
+                        checkpoints: CheckpointTarget, campaign_id: str, *, resumed: bool) -> tuple[Any, ToolBoxLike, Evaluator]:
     """For ``replay:PATH`` as a tuner: the recorded-call cursor (put where the checkpoint stands when
     resumed), the toolbox serving recorded tool results, and the evaluator that measures afresh while
     the model is shown the recorded verdict."""
@@ -197,4 +229,4 @@ def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evalua
 
 
 __all__ = ["BindsTask", "CampaignPaths", "CampaignServices", "HarnessServices", "default_paths", "run_campaign",
-           "task_brief"]
+           "task_brief", "transcripts_home"]

@@ -47,7 +47,6 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -55,6 +54,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.registry import Registry
 from transcripts import HeaderData, ModelServerData, ReplayCursor, TranscriptWriter
 
+from atb_agent._checkpointer import CheckpointTarget
 from atb_agent._iteration import encode_files, force_submission, measure_submission
 from atb_agent.errors import TunerSpecError
 from atb_agent.evaluation import Evaluator, IterationSink, IterationUsageCounts, VerdictSummary
@@ -81,6 +81,7 @@ class TunerIdentity(BaseModel):
     text_protocol: str = ""
     prompt: str = ""
     model_server: ModelServerData | None = None
+    system_prompt_suffix: str = ""
 
 
 class RunCounts(BaseModel):
@@ -105,7 +106,7 @@ class TuningEnvironment:
     evaluator: Evaluator
     iterations: IterationSink
     transcript: TranscriptWriter
-    checkpoint_path: Path
+    checkpoint_path: CheckpointTarget   # a SQLite file, or the store's postgresql:// URL (atb_agent._checkpointer)
     max_output_tokens: int
     max_tool_calls_per_iteration: int
     model_timeout_s: float
@@ -206,8 +207,9 @@ class GraphTuner:
 
     def __init__(self, spec: str, kind: str, model: str, make_provider: ProviderFactory, base_url: str = "", *,
                  served: ModelServerData | None = None, text_protocol: str = "", prompt: str = PROMPT_STANDARD,
-                 request_seed: int | None = None) -> None:
+                 request_seed: int | None = None, system_prompt_suffix: str = "") -> None:
         self.spec = spec
+        self.system_prompt_suffix = system_prompt_suffix
         self.kind = kind
         self.model = model
         self.base_url = base_url
@@ -220,7 +222,8 @@ class GraphTuner:
     def identity(self) -> TunerIdentity:
         return TunerIdentity(provider=self.kind, model=self.model, base_url=self.base_url,
                              text_protocol=self.text_protocol,
-                             prompt="" if self.prompt == PROMPT_STANDARD else self.prompt, model_server=self.served)
+                             prompt="" if self.prompt == PROMPT_STANDARD else self.prompt, model_server=self.served,
+                             system_prompt_suffix=self.system_prompt_suffix)
 
     def run(self, env: TuningEnvironment) -> RunCounts:
         from atb_agent._runner import run_graph
@@ -239,7 +242,7 @@ class GraphTuner:
             ctx = AgentContext(
                 provider=provider, toolbox=env.toolbox, inbox=env.inbox, evaluator=env.evaluator,
                 iterations=env.iterations, transcript=env.transcript, exchanges=exchanges,
-                system_prompt=system_prompt(self.prompt), task_brief=env.task_brief, max_output_tokens=cap,
+                system_prompt=with_suffix(system_prompt(self.prompt), self.system_prompt_suffix), task_brief=env.task_brief, max_output_tokens=cap,
                 max_tool_calls_per_iteration=env.max_tool_calls_per_iteration,
                 tools=provider.tool_definitions(env.toolbox), text_protocol=self.text_protocol,
                 candidate_file=CANDIDATE_FILE, prompt_variant=self.prompt)
@@ -248,6 +251,39 @@ class GraphTuner:
             provider.close()
         return RunCounts(iterations=state["iteration"], model_calls=state["model_calls"],
                          truncated_calls=state["truncated_calls"])
+
+
+ARM_CONFIG_KEYS = ("system_prompt_suffix",)
+"""What an A/B arm's (or a campaign's) ``config`` may set on the built-in model tuner."""
+
+
+def with_suffix(prompt: str, suffix: str) -> str:
+    """The system prompt with an arm's extra line(s) appended (unchanged when there are none)."""
+    return prompt if not suffix else f"{prompt}\n\n{suffix}"
+
+
+def apply_arm_config(tuner: Tuner, config: dict[str, Any] | None) -> Tuner:
+    """Give ``tuner`` what an A/B arm's ``config`` asks of it: ``system_prompt_suffix`` reaches the
+    model's system prompt (the built-in graph tuner), so a registered treatment is delivered, not merely
+    stored beside the run.
+
+    Raises:
+        TunerSpecError: a key outside :data:`ARM_CONFIG_KEYS`, a non-string suffix, or a suffix on a
+            tuner that has no system prompt to carry it (a third-party tuner).
+    """
+    config = config or {}
+    unknown = sorted(set(config) - set(ARM_CONFIG_KEYS))
+    if unknown:
+        raise TunerSpecError(f"arm config key(s) {', '.join(unknown)} are not known; known: {', '.join(ARM_CONFIG_KEYS)}")
+    suffix = config.get("system_prompt_suffix", "")
+    if not isinstance(suffix, str):
+        raise TunerSpecError(f"arm config system_prompt_suffix must be text, got {type(suffix).__name__}")
+    if suffix:
+        if not isinstance(tuner, GraphTuner):
+            raise TunerSpecError(f"tuner {getattr(tuner, 'spec', tuner)!r} has no system prompt the harness builds; "
+                                 "system_prompt_suffix applies to the built-in model tuners only")
+        tuner.system_prompt_suffix = suffix
+    return tuner
 
 
 def campaign_config_of(tuner: Tuner) -> dict[str, Any]:
@@ -425,7 +461,8 @@ def graph_tuner_from_header(spec: str, header: HeaderData) -> GraphTuner:
     return GraphTuner(spec, kind, header.model,
                       provider_factory(kind, header.model, header.base_url, local=served is not None),
                       header.base_url, served=served, text_protocol=header.text_protocol,
-                      prompt=header.prompt or PROMPT_STANDARD, request_seed=header.seed if served else None)
+                      prompt=header.prompt or PROMPT_STANDARD, request_seed=header.seed if served else None,
+                      system_prompt_suffix=header.system_prompt_suffix)
 
 
 def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
@@ -444,4 +481,4 @@ def resolve_tuner(spec: str, *, base_url: str | None = None) -> Tuner:
 
 __all__ = ["BUILTIN_TUNERS", "ENTRY_POINT_GROUP", "TUNERS", "GraphTuner", "TunerEntry", "tuner", "campaign_config_of", "graph_tuner_from_header", "prompt_variant_from_env", "ParsedSpec", "RunCounts", "Tuner", "TunerIdentity",
            "TuningEnvironment", "entry_point_tuners", "load_entry_point_tuner", "parse_spec", "provider_factory",
-           "resolve_tuner", "tool_definitions_sha256"]
+           "resolve_tuner", "tool_definitions_sha256", "ARM_CONFIG_KEYS", "apply_arm_config", "with_suffix"]

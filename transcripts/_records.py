@@ -111,6 +111,10 @@ class HeaderData(_Data):
     text_protocol: str = ""
     prompt: str = ""                  # the prompt variant ("" = standard; see atb_agent.graph._prompts)
     model_server: ModelServerData | None = None
+    # Text appended to the system prompt (an A/B arm's treatment, ``system_prompt_suffix`` in its config):
+    # replay rebuilds the same prompt from it. Left out of the record when empty, so a transcript
+    # without one is written exactly as before.
+    system_prompt_suffix: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class IterationStartData(_Data):

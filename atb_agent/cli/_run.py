@@ -48,7 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     a.add_argument("spec", help="A/B spec YAML (see protocol/preregistrations/)")
     a.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     a.add_argument("--transcripts", default=None,
-                   help="folder searched for the arms' transcripts (default: next to the --db file)")
+                   help="folder searched for the arms' transcripts (default: next to the --db file; for a "
+                        "PostgreSQL --db also where the arms write them, default $ATB_TRANSCRIPTS_DIR or .)")
+    a.add_argument("--base-url", default=None,
+                   help="model endpoint for every openai:/anthropic: arm without its own base_url (e.g. the URL "
+                        "`atb model serve` prints); registered with the spec, so it is in the digest")
+    a.add_argument("--out", default=None, metavar="DIR",
+                   help="also write the A/B's HTML report (as `atb report REG_ID --out DIR`) into DIR")
     _add_allow_draft(a)
     add_db(a)
     add_json(a)
@@ -99,7 +105,8 @@ def _campaign_id_of(result: Any) -> str:
 
 def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend: str,
               resume: str | None = None, preregistration_id: str | None = None, arm: str | None = None,
-              config: dict[str, Any] | None = None, base_url: str | None = None) -> str:
+              config: dict[str, Any] | None = None, base_url: str | None = None,
+              transcripts_dir: Path | None = None) -> str:
     """Run one campaign with any tuner spec and return its run id (from the store).
 
     Raises:
@@ -108,7 +115,7 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
         NotFound: ``resume`` names no stored run.
         HarnessError / AgentError: from the search or the tuner (exit 2 at the CLI).
     """
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from protocol import load_protocol
 
     if budget <= 0:
@@ -118,7 +125,7 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
         from harness.tuning.campaigns import get_campaign
         from harness.tuning.search import random_search_task
 
-        with SqliteStore(db) as store:
+        with open_store(db) as store:
             if resume is not None:
                 get_campaign(store, resume)      # NotFound (exit 2) rather than a new run under a mistyped id
             summary = random_search_task(
@@ -131,15 +138,16 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
     from atb_agent.campaign import run_campaign
 
     summary = run_campaign(task, tuner, budget, seed, db, base_url=base_url, resume=resume, backend=backend,
-                           preregistration_id=preregistration_id, arm=arm, config=config)
+                           preregistration_id=preregistration_id, arm=arm, config=config,
+                           transcripts_dir=transcripts_dir)
     return _campaign_id_of(summary)
 
 
 def _run_payload(db: str, run_id: str) -> dict[str, Any]:
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import get_iterations, summarize
 
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         s = summarize(store, run_id)
         its = get_iterations(store, run_id)
     return {
@@ -250,41 +258,110 @@ def _recording(store: Any, run: Any, search_dir: Path) -> Any:
     return recording_from_store(store, run, [c.request.body for c in calls], [c.response.body for c in calls])
 
 
+def _resolve_endpoints(spec: Any, base_url: str | None) -> Any:
+    """The spec with ``--base-url`` given to every model arm (``openai:``/``anthropic:``) that names no
+    endpoint of its own; the result is what is registered, so the endpoint is in the digest."""
+    from atb_agent.tuners import parse_spec
+
+    if not base_url:
+        return spec
+    update: dict[str, Any] = {}
+    for role in ("control", "treatment"):
+        arm = getattr(spec, role)
+        try:
+            kind = parse_spec(arm.tuner).kind
+        except Exception:  # noqa: BLE001 - a bad tuner spec is reported by the preflight, with its arm
+            continue
+        if arm.base_url is None and kind in ("openai", "anthropic"):
+            update[role] = arm.model_copy(update={"base_url": base_url})
+    return spec.model_copy(update=update) if update else spec
+
+
+def _refuse_edit_first(spec: Any, db: str) -> None:
+    """An id already registered with another digest is refused before the preflight (read-only), naming
+    the fields that differ: the edit, not a missing key, is what the user has to fix.
+
+    Raises:
+        RegistrationEdited: ``spec.id`` is stored with another digest.
+    """
+    from atb_agent.preflight import stored_registration
+    from harness.science.prereg import ABSpec, RegistrationEdited, spec_differences
+
+    stored = stored_registration(spec.id, db)
+    if stored is None or stored.spec_sha256 == spec.digest:
+        return
+    import json
+
+    changed = spec_differences(ABSpec.model_validate(json.loads(stored.spec_json)), spec)
+    raise RegistrationEdited(
+        f"A/B {spec.id} is already registered with digest {stored.spec_sha256[:16]}…; this spec hashes to "
+        f"{spec.digest[:16]}…" + (f" (differs in {', '.join(changed)})" if changed else "")
+        + ". A registration cannot be edited: register the changed spec under a new id")
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
+    """Preflight, register, run both arms per seed (resuming unfinished ones), check delivery, decide.
+
+    Nothing is registered or stored until the preflight (:func:`atb_agent.preflight.preflight_ab`) has
+    passed: a failed preflight exits 2 with one line naming what is missing, the store untouched.
+    """
+    from atb_agent.campaign import transcripts_home
+    from atb_agent.preflight import PreflightFailed, preflight_ab
     from harness.science.prereg import (
         check_treatment_delivery, claimed_runs, decide, load_spec, record_outcome, register,
     )
-    from harness.store import SqliteStore
+    from harness.store import open_store
+    from harness.store._open import store_kind
     from harness.tuning.campaigns import get_outcome
 
     protocol = _refuse_draft_first(args, f"run the A/B {args.spec}")
-    spec = load_spec(args.spec)
-    with SqliteStore(args.db) as store:
+    spec = _resolve_endpoints(load_spec(args.spec), args.base_url)
+    pg = store_kind(args.db) == "postgresql"
+    tdir = Path(args.transcripts).resolve() if (pg and args.transcripts) else None
+    _refuse_edit_first(spec, args.db)
+    checked = preflight_ab(spec, db=args.db, backend=args.backend, protocol=protocol, transcripts_dir=tdir)
+    if not checked.ok:
+        raise PreflightFailed(f"A/B {spec.id} not registered, nothing stored: {checked.one_line()}")
+    progress(f"A/B {spec.id} preflight ok: " + ", ".join(
+        (f"{c.arm} " if c.arm else "") + c.check for c in checked.checks))
+    with open_store(args.db) as store:
         reg = register(store, spec, protocol, allow_draft=True)   # draft refused above; refuses an edited spec
         existing = claimed_runs(store, reg)
     progress(f"A/B {reg.id} registered with digest {reg.spec_sha256[:16]}… at {reg.created_at}")
     for seed in spec.seeds:
         for arm in (spec.control, spec.treatment):
-            with SqliteStore(args.db) as store:
+            with open_store(args.db) as store:
                 mine = [r for r in existing if r.arm == arm.name and r.seed == seed]
                 done = bool(mine) and get_outcome(store, mine[0].id) is not None
             if done:
                 progress(f"[{arm.name} seed {seed}] already run: {mine[0].id}")
                 continue
-            progress(f"[{arm.name} seed {seed}] running {arm.tuner} for {spec.budget} iterations")
+            progress(f"[{arm.name} seed {seed}] running {arm.tuner}"
+                     + (f" at {arm.base_url}" if arm.base_url else "") + f" for {spec.budget} iterations")
             run_tuner(task=spec.task, tuner=arm.tuner, budget=spec.budget, seed=seed, db=args.db,
                       backend=args.backend, resume=mine[0].id if mine else None, preregistration_id=reg.id,
-                      arm=arm.name, config=arm.config or None)
-    search_dir = Path(args.transcripts) if args.transcripts else Path(args.db).resolve().parent
-    with SqliteStore(args.db) as store:
+                      arm=arm.name, config=arm.config or None, base_url=arm.base_url, transcripts_dir=tdir)
+    search_dir = Path(args.transcripts) if args.transcripts else transcripts_home(args.db)
+    with open_store(args.db) as store:
         runs = claimed_runs(store, reg)
         treat = [_recording(store, r, search_dir) for r in runs if r.arm == spec.treatment.name]
         ctrl = [_recording(store, r, search_dir) for r in runs if r.arm == spec.control.name]
         delivery = check_treatment_delivery(spec, treat, ctrl)
         outcome = decide(store, reg, protocol, delivery, allow_draft=True)
         report_id = record_outcome(store, outcome, protocol)
-    payload = {"registration_id": reg.id, "spec_sha256": reg.spec_sha256, "report_id": report_id,
-               **outcome.model_dump(mode="json")}
+    payload: dict[str, Any] = {"registration_id": reg.id, "spec_sha256": reg.spec_sha256, "report_id": report_id,
+                               "endpoints": {spec.control.name: spec.control.base_url,
+                                             spec.treatment.name: spec.treatment.base_url},
+                               "preflight": [c.model_dump(mode="json") for c in checked.checks],
+                               **outcome.model_dump(mode="json")}
+    if args.out:
+        from atb_agent.cli._common import open_verified_store
+        from harness.tuning.reports import build_report
+
+        with open_verified_store(args.db) as store:
+            files = build_report(store, [reg.id], Path(args.out), protocol)
+        payload["report_html"] = str(files.html)
+        progress(f"report written: {files.html}")
     draft = " [under a DRAFT (unreleased) protocol]" if outcome.protocol_draft else ""
     emit(payload, args, f"A/B {reg.id}: {outcome.status} — {outcome.explanation}{draft}")
     return EXIT_OK

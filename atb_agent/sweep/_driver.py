@@ -79,6 +79,16 @@ def normalise_db(db: str) -> str:
     return db
 
 
+def _transcripts_dir(db: str) -> str | None:
+    """One absolute folder for the transcripts of a PostgreSQL store's campaigns (``$ATB_TRANSCRIPTS_DIR``,
+    else the driver's working folder), handed to every worker: Ray workers do not share the driver's
+    working folder. None for SQLite (transcripts sit beside the store file)."""
+    from atb_agent.campaign import transcripts_home
+    from harness.store._open import store_kind
+
+    return None if store_kind(db) == "sqlite" else str(transcripts_home(db))
+
+
 def _init_ray(address: str | None) -> str:
     """Connect to ``address``, or start a local Ray instance sized to this machine.
 
@@ -170,6 +180,7 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
 
     t0 = time.monotonic()
     db = normalise_db(db)
+    transcripts = _transcripts_dir(db)
     proto = load_protocol()
     store = open_store(db)
     restarted = register_sweep(store, sweep, proto.ref())
@@ -196,7 +207,7 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
                 ref = remote.options(name=f"atb-campaign {k.task_id} {k.tuner} seed {k.seed}",
                                      max_retries=sweep.spec.max_retries, retry_exceptions=False, **res).remote(
                     k.model_dump(), budget=sweep.spec.budget, backend=sweep.spec.devices.backend,
-                    base_url=sweep.spec.base_url, db=db)
+                    base_url=sweep.spec.base_url, db=db, transcripts_dir=transcripts)
                 inflight[ref] = k
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_S)
             for ref in ready:

@@ -14,23 +14,29 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from atb_agent.sweep._errors import CampaignFailed, SweepError
+from atb_agent.sweep._errors import CampaignFailed
 from atb_agent.sweep._ledger import CONFIG_KEY, attempts, record_attempt, states
 from atb_agent.sweep._node import node_fingerprint
 from atb_agent.sweep._spec import CampaignKey
 
 
 def run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_url: str | None,
-                db: str) -> dict[str, Any]:
+                db: str, transcripts_dir: str | None = None) -> dict[str, Any]:
     """Run (or resume) the campaign of ``key_data`` to its end and return what the store holds for it.
 
+    ``transcripts_dir`` is where a campaign on a PostgreSQL store writes its transcript (the driver
+    passes one absolute folder; a folder every node sees, on a multi-node cluster). An LLM or
+    entry-point campaign on PostgreSQL checkpoints its graph on the same server, so a re-run on any
+    node resumes it.
+
     Raises:
-        CampaignFailed: the attempt raised (the message names the original type: a non-random tuner on
-            a PostgreSQL store, a CampaignError, HarnessError, IngestRejected...). Not retried by Ray:
-            an error is a result; only a dead worker is retried.
+        CampaignFailed: the attempt raised (the message names the original type: a CampaignError,
+            HarnessError, IngestRejected...). Not retried by Ray: an error is a result; only a dead
+            worker is retried.
     """
     try:
-        return _run_attempt(key_data, budget=budget, backend=backend, base_url=base_url, db=db)
+        return _run_attempt(key_data, budget=budget, backend=backend, base_url=base_url, db=db,
+                            transcripts_dir=transcripts_dir)
     except CampaignFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - carried across the process boundary as one string
@@ -38,7 +44,7 @@ def run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_url
 
 
 def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_url: str | None,
-                 db: str) -> dict[str, Any]:
+                 db: str, transcripts_dir: str | None = None) -> dict[str, Any]:
     from atb_agent.tuners import parse_spec
     from harness.store._open import open_store, sqlite_path, store_kind
     from protocol import load_protocol
@@ -61,19 +67,17 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
             random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,  # type: ignore[arg-type]
                                backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
         else:
-            if store_kind(db) != "sqlite":
-                raise SweepError(f"tuner {key.tuner!r}: run_campaign opens a SQLite file only; run LLM and "
-                                 "entry-point tuners with a SQLite --db for now (random search writes to any store)")
             resume = state.campaign_id
             if resume is not None and kind == "replay":
                 _abort_for_restart(store, resume, proto)
                 resume = None
-            store.close()                      # run_campaign opens its own connection to the file
+            store.close()                      # run_campaign opens its own connection to the store
             from atb_agent.campaign import run_campaign
 
-            path = sqlite_path(db)
-            run_campaign(key.task, key.tuner, budget, key.seed, path, base_url=base_url, resume=resume, backend=backend,
-                         config={CONFIG_KEY: key.key, "sweep_id": key.sweep_id})
+            target: Any = sqlite_path(db) if store_kind(db) == "sqlite" else db
+            run_campaign(key.task, key.tuner, budget, key.seed, target, base_url=base_url, resume=resume,
+                         backend=backend, config={CONFIG_KEY: key.key, "sweep_id": key.sweep_id},
+                         transcripts_dir=transcripts_dir)
             store = open_store(db)
         final = states(store, [key])[key.key]
         return {**final.model_dump(), "node_sha256": node.sha256, "ran": True}

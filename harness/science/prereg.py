@@ -48,6 +48,9 @@ class ArmSpec(_Frozen):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
     tuner: str = Field(min_length=1, description="tuner spec as `atb run --tuner` takes it")
     config: dict[str, Any] = Field(default_factory=dict, description="tuner options, e.g. a prompt variant")
+    base_url: str | None = Field(default=None, min_length=1, description=(
+        "the model endpoint this arm's tuner calls (an OpenAI/Anthropic-compatible server); None: the "
+        "provider's default, or `atb ab --base-url`. Part of the registered digest"))
 
 
 class UsabilityBars(_Frozen):
@@ -98,9 +101,18 @@ class ABSpec(_Frozen):
                 return a
         raise PreregistrationError(f"spec {self.id} has no arm {name!r} (arms: {self.control.name}, {self.treatment.name})")
 
+    def registered_json(self) -> dict[str, Any]:
+        """The spec as registered and hashed. An arm without a ``base_url`` is written without the key,
+        so a spec registered before arms had endpoints keeps its digest."""
+        doc = self.model_dump(mode="json")
+        for arm in ("control", "treatment"):
+            if doc[arm].get("base_url") is None:
+                doc[arm].pop("base_url", None)
+        return doc
+
     @property
     def digest(self) -> str:
-        return sha256_text(canonical_json(self.model_dump(mode="json")))
+        return sha256_text(canonical_json(self.registered_json()))
 
 
 class Registration(_Frozen):
@@ -158,12 +170,17 @@ def register(store: SqliteStore, spec: ABSpec, protocol: Protocol, *, allow_draf
         raise PreregistrationError(
             f"spec {spec.id} sets ci_relative_halfwidth_max {spec.usability.ci_relative_halfwidth_max}, but the "
             f"protocol's usability bar is {bar}: usable iterations are judged by the protocol; state its bar")
+    same = arms_cannot_differ(spec)
+    if same is not None:
+        raise PreregistrationError(same)
     stored = get_registration(store, spec.id)
     if stored is not None:
         if stored.spec_sha256 != spec.digest:
+            changed = spec_differences(stored.spec, spec)
             raise RegistrationEdited(
                 f"A/B {spec.id} is already registered with digest {stored.spec_sha256[:16]}… (at "
-                f"{stored.created_at}); this spec hashes to {spec.digest[:16]}…. A registration cannot be "
+                f"{stored.created_at}); this spec hashes to {spec.digest[:16]}…"
+                + (f" (differs in {', '.join(changed)})" if changed else "") + ". A registration cannot be "
                 "edited: register the changed spec under a new id")
         if stored.protocol_sha256 != protocol.sha256:
             raise PreregistrationError(f"A/B {spec.id} was registered under protocol {stored.protocol_sha256[:12]}…, "
@@ -172,13 +189,42 @@ def register(store: SqliteStore, spec: ABSpec, protocol: Protocol, *, allow_draf
     ref = protocol.ref()
     try:
         store.append("preregistrations", {
-            "id": spec.id, "spec_sha256": spec.digest, "spec_json": canonical_json(spec.model_dump(mode="json")),
+            "id": spec.id, "spec_sha256": spec.digest, "spec_json": canonical_json(spec.registered_json()),
             "protocol_version": ref.version, "protocol_sha256": ref.sha256, "created_at": utc_now()})
     except IngestRejected as exc:
         raise PreregistrationError(f"the store refused registration {spec.id}: {exc}") from exc
     reg = get_registration(store, spec.id)
     assert reg is not None
     return reg
+
+
+def arms_cannot_differ(spec: ABSpec) -> str | None:
+    """Why the two arms cannot differ (same tuner, same config, same endpoint), or None when they can.
+
+    Why refuse at registration: such an A/B fails the treatment-delivery checkpoint by construction
+    (the marker is in both arms or neither, and the trajectories can be byte-identical); registering it
+    would only spend an id on a void result.
+    """
+    c, t = spec.control, spec.treatment
+    if (c.tuner, canonical_json(c.config), c.base_url) == (t.tuner, canonical_json(t.config), t.base_url):
+        return (f"A/B {spec.id}: the arms {c.name!r} and {t.name!r} have the same tuner, config and endpoint, so "
+                "the treatment cannot differ from the control; give the treatment arm its treatment")
+    return None
+
+
+def spec_differences(stored: ABSpec, new: ABSpec) -> list[str]:
+    """The fields (``control.base_url``, ``budget``...) in which ``new`` differs from the registered ``stored``."""
+    a, b = stored.registered_json(), new.registered_json()
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key):
+            continue
+        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            sub = sorted(k for k in set(a[key]) | set(b[key]) if a[key].get(k) != b[key].get(k))
+            out += [f"{key}.{k}" for k in sub]
+        else:
+            out.append(key)
+    return out
 
 
 def claimed_runs(store: SqliteStore, reg: Registration) -> list[CampaignInfo]:

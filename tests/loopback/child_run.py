@@ -32,4 +32,5 @@ class SlowServices(ScriptedServices):
 
 if __name__ == "__main__":
     kind, url, db = sys.argv[1:4]
-    run_campaign("gelu", f"{kind}:scripted-model", 3, 7, Path(db), base_url=url, services=SlowServices(), scripted=True)
+    store: Any = db if "://" in db else Path(db)      # a PostgreSQL URL (issue 28) or a SQLite file
+    run_campaign("gelu", f"{kind}:scripted-model", 3, 7, store, base_url=url, services=SlowServices(), scripted=True)
