@@ -9,7 +9,8 @@ log() { echo "[setup] $*" >&2; }
 
 # --- system packages (Debian) -------------------------------------------------------------------
 need_pkgs=()
-for pkg in docker.io debootstrap bubblewrap libopenblas0-pthread cmake g++; do
+# chromium: the real browser tests/test_view_browser.py drives (Playwright cannot download its own here)
+for pkg in docker.io debootstrap bubblewrap libopenblas0-pthread cmake g++ chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if ((${#need_pkgs[@]})); then
@@ -34,7 +35,7 @@ if [[ "$(.venv/bin/python -c "import autotunebench_installed as m; print(m.DEPS_
   log "installing torch==2.13.0 (CPU build) and the project"
   .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
   .venv/bin/pip install -q --disable-pip-version-check -e ".[dev,mlx]" 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -c "import torch, pydantic, langgraph, openai, anthropic, docker, tiktoken, mlx.core, mcp, ray, psycopg" \
+  .venv/bin/python -c "import torch, pydantic, langgraph, openai, anthropic, docker, tiktoken, mlx.core, mcp, ray, psycopg, starlette, uvicorn, plotly, playwright" \
     || { log "the Python install failed"; exit 1; }
   # marker module: the install above completed
   site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")

@@ -37,8 +37,9 @@ def command_groups() -> tuple[ModuleType, ...]:
     """
     from atb_agent.cli import (_anchor, _engine, _eval, _mcp, _model, _protocol, _replay, _run, _sandbox, _store,
                                _sweep, _verify)
+    from atb_agent.cli import _view
 
-    return _protocol, _eval, _run, _replay, _sandbox, _engine, _anchor, _store, _verify, _mcp, _sweep, _model
+    return _protocol, _eval, _run, _replay, _sandbox, _engine, _anchor, _store, _verify, _mcp, _sweep, _model, _view
 
 
 def build_parser() -> argparse.ArgumentParser:
