@@ -107,7 +107,7 @@ def stored_registration(reg_id: str, db: str) -> StoredRegistration | None:
             path = sqlite_path(db)
             if not path.is_file():
                 return None
-            conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=10)
+            conn = _read_only(path)
             try:
                 reg = conn.execute("SELECT spec_sha256, spec_json FROM preregistrations WHERE id = ?",
                                    (reg_id,)).fetchone()
@@ -265,7 +265,7 @@ def _sqlite_writable(path: Path) -> Check:
     if not path.is_file() or not os.access(path, os.R_OK | os.W_OK):
         return Check(check="store", ok=False, detail=f"--db {path} is not a writable file")
     try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=10)
+        conn = _read_only(path)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         finally:
@@ -312,6 +312,18 @@ def _pg_writable(url: str) -> Check:
     except psycopg.Error as exc:
         return Check(check="store", ok=False, detail=f"cannot reach the results store {shown}: {_line(exc)}")
     return Check(check="store", ok=True, detail=f"{shown} is writable")
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """Open a SQLite store without changing a byte beside it. A plain ``mode=ro`` open of a WAL-mode
+    file creates its ``-wal`` and ``-shm`` files; with no ``-wal`` present nothing is pending, so the
+    file is opened ``immutable`` (no journal files at all). With one present (a writer is or was
+    there) the existing files are used as they are."""
+    from urllib.parse import quote
+
+    wal = path.with_name(path.name + "-wal")
+    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?{flags}", uri=True, timeout=10)
 
 
 def _line(exc: BaseException) -> str:
