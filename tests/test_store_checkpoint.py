@@ -381,3 +381,45 @@ def test_report_provenance_names_the_checkpoint(attacked: Attacked) -> None:
     assert data.checkpoint is not None and v.checkpoint is not None
     assert (data.checkpoint["head_seq"], data.checkpoint["signature_id"]) == (v.checkpoint.covered_seq,
                                                                              v.checkpoint.signature_id)
+
+
+# ---------------------------------------------------------------------- cost work (bench_checkpoint.py)
+def test_checkpoint_signs_the_row_just_before_it(attacked: Attacked, key_dir: Path) -> None:
+    """The PostgreSQL checkpoint reads the head under the write lock and appends right after it."""
+    cp = attacked.store.checkpoint(key_dir)
+    seq = attacked.seq_of("reports", "kind = ? AND body_json LIKE ?", ("store_checkpoint", f"%{cp.signature}%"))
+    assert seq == cp.head_seq + 1
+    assert attacked.verify().ok
+
+
+def test_a_failed_postgresql_checkpoint_leaves_nothing_open(attacked: Attacked, key_dir: Path) -> None:
+    if attacked.kind != "postgresql":
+        pytest.skip("the three-round-trip checkpoint is the PostgreSQL store's")
+    from psycopg.pq import TransactionStatus
+
+    before = attacked.head_seq()
+
+    def refuse(store_id: Any, seq: int, head_hash: str) -> Any:
+        raise RuntimeError("signer failed")
+
+    with pytest.raises(RuntimeError):
+        attacked.store.append_signed_head(refuse)
+    assert attacked.store.conn.info.transaction_status == TransactionStatus.IDLE
+    assert attacked.head_seq() == before
+    attacked.store.checkpoint(key_dir)          # the connection is still usable, the lock released
+    assert attacked.head_seq() == before + 1 and attacked.verify().ok
+
+
+def test_one_slipped_in_row_is_one_rule_problem(attacked: Attacked) -> None:
+    """The replay no longer cascades: a refused row used to make every later row fail chain_order too."""
+    attacked.triggers_off()
+    cset, bset = attacked.raw.execute("SELECT candidate_set_id, baseline_set_id FROM verdicts WHERE id = 'v-1'").fetchone()
+    device = str(attacked.store.session(attacked.session)["device_sha256"])  # type: ignore[attr-defined]
+    row = _verdict_row("v-bad", attacked.session, device, cset, bset)  # type: ignore[attr-defined]
+    row["gates_json"] = json.dumps([{**PASS[0], "passed": False}, *PASS[1:]])   # accepted with a failed gate
+    attacked.append_chained("verdicts", row)
+    attacked.triggers_on()
+    attacked.store.add_report("after", "s", {"i": 1}, REF)
+    attacked.store.add_report("after", "s", {"i": 2}, REF)
+    rules = [p for p in attacked.verify().problems if p.kind == "rule"]
+    assert len(rules) == 1 and rules[0].key == "v-bad", [p.line() for p in rules]

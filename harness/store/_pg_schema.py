@@ -205,7 +205,11 @@ def verify_pg(store: Any, key_dir: Any = None) -> StoreVerification:
     problems = list(object_problems(store.x))
     index = ChainIndex()
     try:
-        rows, n, seq, last = chain_and_rule_problems(store.x, index)
+        # One read-only snapshot for the whole walk: every table as of one moment, so a writer appending
+        # meanwhile cannot make one table's rows visible without another's (a false gap in the chain).
+        with store.conn.transaction():
+            store.x.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            rows, n, seq, last = chain_and_rule_problems(store.x, index)
     except psycopg.Error as exc:
         problems.append(StoreProblem(kind="schema_object", detail=f"a table cannot be read: {' '.join(str(exc).split())}"))
         return StoreVerification(path=path, ok=False, schema_version=version, problems=problems[:MAX_PROBLEMS])

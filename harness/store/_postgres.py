@@ -23,8 +23,9 @@ What differs, and why:
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
@@ -52,6 +53,14 @@ def pg_dsn(url: str) -> str:
 _HEAD_SQL = "SELECT chain_seq, row_hash, t FROM (" + " UNION ALL ".join(
     f"(SELECT chain_seq, row_hash, '{t}' AS t FROM {t} ORDER BY chain_seq DESC LIMIT 1)" for t in CHAINED_TABLES
 ) + ") AS heads ORDER BY chain_seq DESC LIMIT 1"
+
+
+# The head, the store's id (chain_seq 1's hash) and the newest protocol in one query: the checkpoint's read.
+_SIGN_HEAD_SQL = (
+    "SELECT h.chain_seq, h.row_hash, (SELECT row_hash FROM (" + " UNION ALL ".join(
+        f"(SELECT row_hash FROM {t} WHERE chain_seq = 1)" for t in CHAINED_TABLES)
+    + ") AS first LIMIT 1), p.version, p.sha256 FROM (" + _HEAD_SQL + ") AS h LEFT JOIN "
+    "(SELECT version, sha256 FROM protocols ORDER BY chain_seq DESC LIMIT 1) AS p ON true")
 
 
 def head(x: Any) -> tuple[int, str, str | None]:
@@ -137,6 +146,10 @@ class PgRow:
         return f"PgRow({dict(zip(self._index, self._values))!r})"
 
 
+_NUMERIC_OID = 1700
+_CURSORS = itertools.count(1)
+
+
 def _row_factory(cursor: Any) -> Any:
     desc = cursor.description or []
     index = {d.name.lower(): i for i, d in enumerate(desc)}
@@ -159,6 +172,48 @@ class PgExecutor:
         params = list(params) if params else []
         cur.execute(pg_sql(sql, bool(params)), params or None)
         return cur
+
+    def stream_rows(self, sql: str, batch: int = 20_000) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
+        """(column names, rows as plain tuples) of ``sql`` through a server-side cursor fetched ``batch``
+        rows per round trip: what ``verify``'s chain walk reads (a table of any size in bounded memory).
+
+        Needs an open transaction (``verify`` holds one snapshot for the whole walk). A ``NUMERIC``
+        column (which no table of the schema has, but an altered one could) is read as SQLite would give
+        it back (:func:`_plain`), so it hashes as written. Outside a transaction the table is read whole.
+
+        Raises:
+            psycopg.Error: the table cannot be read (``verify`` reports it as a problem).
+        """
+        from psycopg.pq import TransactionStatus
+
+        if self.conn.info.transaction_status == TransactionStatus.IDLE:
+            # Outside a transaction (autocommit): one client-side read of the whole table.
+            plain = self.conn.cursor(binary=True)
+            plain.execute(sql)
+            names = [d.name for d in plain.description or []]
+            numeric = [i for i, d in enumerate(plain.description or []) if d.type_code == _NUMERIC_OID]
+            rows_all = plain.fetchall()
+            return names, (iter(rows_all) if not numeric else (tuple(_plain(v) for v in r) for r in rows_all))
+        cur = self.conn.cursor(name=f"atb_walk_{next(_CURSORS)}", binary=True)
+        cur.execute(sql)
+        rows = cur.fetchmany(batch)
+        names = [d.name for d in cur.description or []]
+        numeric = [i for i, d in enumerate(cur.description or []) if d.type_code == _NUMERIC_OID]
+
+        def gen() -> Iterator[tuple[Any, ...]]:
+            nonlocal rows
+            try:
+                while rows:
+                    if numeric:
+                        for r in rows:
+                            yield tuple(_plain(v) for v in r)
+                    else:
+                        yield from rows
+                    rows = cur.fetchmany(batch)
+            finally:
+                cur.close()
+
+        return names, gen()
 
 
 def translate_pg(exc: BaseException) -> StoreError:
@@ -324,6 +379,61 @@ class PostgresStore(SqliteStore):
         """(chain_seq, row_hash) of the newest row in one round trip (the checkpoint's head read)."""
         seq, digest, _ = head(self.x)
         return seq, digest
+
+    def append_signed_head(self, sign: Callable[[str | None, int, str], Any]) -> Any:
+        """Sign the head and append its checkpoint row right after it, in one transaction under the
+        write lock: :func:`harness.store._checkpoint.write_checkpoint`'s PostgreSQL path.
+
+        Three round trips: (1) ``BEGIN``, the lock, and the head, the store's id and the newest protocol in
+        one prepared query, pipelined; (2) the chained ``INSERT ... RETURNING *`` (the row read back is checked against its hash
+        before anything commits, as every write here); (3) ``COMMIT``. The ordinary path took eight
+        (``benchmarks/results/checkpoint_cpu.md``). The head signed is the row just before the checkpoint.
+
+        Returns the ``Checkpoint`` that ``sign(store_id, head_seq, head_hash)`` made.
+
+        Raises:
+            CheckpointError: the store is empty or holds no protocol row (from ``sign`` or here).
+            IngestRejected / StoreError: the store refused the row; nothing was written.
+        """
+        import psycopg
+
+        from harness.records import canonical_json, new_id, utc_now
+        from harness.store._checkpoint import CHECKPOINT_KIND, CheckpointError
+
+        try:
+            with self.conn.pipeline():  # BEGIN, the lock and the read in one round trip
+                self.conn.execute("BEGIN")
+                self.conn.execute(f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})")
+                cur = self.conn.execute(_SIGN_HEAD_SQL, prepare=True)  # planned once per connection
+            got = cur.fetchone()
+            seq, head_hash, store_id, p_version, p_sha = got if got is not None else (0, GENESIS, None, None, None)
+            cp = sign(None if store_id is None else str(store_id), int(seq), str(head_hash))
+            if p_version is None:
+                raise CheckpointError(f"the results store {self.path} holds no protocol row: nothing to sign")
+            row = {"id": new_id(CHECKPOINT_KIND), "kind": CHECKPOINT_KIND, "subject": cp.store_id,
+                   "body_json": canonical_json(cp.model_dump(mode="json")), "created_at": utc_now(),
+                   "protocol_version": str(p_version), "protocol_sha256": str(p_sha)}
+            insert_chained_pg(self.x, "reports", row, self._columns("reports"), (int(seq), str(head_hash)))
+            self.conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            self._rollback_quietly()
+            raise translate_pg(exc) from exc
+        except ValueError as exc:
+            self._rollback_quietly()
+            raise StoreError(str(exc)) from exc
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        return cp
+
+    def _rollback_quietly(self) -> None:
+        from psycopg.pq import TransactionStatus
+
+        try:
+            if not self.conn.closed and self.conn.info.transaction_status != TransactionStatus.IDLE:
+                self.conn.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the error being raised is the one that matters
+            pass
 
     def verify(self, key_dir: Path | str | None = None) -> StoreVerification:
         """Schema version and rule objects, the whole hash chain, every row replayed through the rules

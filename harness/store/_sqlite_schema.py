@@ -74,8 +74,12 @@ def unique_keys() -> dict[str, list[tuple[str, ...]]]:
 _KEYS_WITH_THEIR_OWN_RULE: dict[str, tuple[tuple[str, ...], ...]] = {"protocols": (("version",),)}
 
 
-def _chain_trigger(table: str) -> str:
-    """chain_order and duplicate_key (which is what refuses INSERT OR REPLACE, REPLACE INTO and upserts)."""
+def _chain_trigger(table: str, chain_order: bool = True) -> str:
+    """chain_order and duplicate_key (which is what refuses INSERT OR REPLACE, REPLACE INTO and upserts).
+
+    ``chain_order=False`` leaves chain_order out: the verifier's replay database
+    (:func:`harness.store._verify.replay_database`), whose walk checks the positions itself.
+    """
     clauses = [f"EXISTS (SELECT 1 FROM {table} WHERE rowid = NEW.rowid)"]
     for cols in unique_keys()[table]:
         if cols in _KEYS_WITH_THEIR_OWN_RULE.get(table, ()):
@@ -83,14 +87,15 @@ def _chain_trigger(table: str) -> str:
         cond = " AND ".join(f"{c} = NEW.{c}" for c in cols)
         clauses.append(f"EXISTS (SELECT 1 FROM {table} WHERE {cond})")
     dup = "\n       OR ".join(clauses)
+    order = f"""    SELECT RAISE(ABORT, 'atb_rule:chain_order: {table} row must take the next chain_seq (1 + the largest stored)')
+    WHERE NEW.chain_seq IS NOT NULL AND NEW.chain_seq IS NOT ({MAX_SEQ_SQL.replace("SELECT coalesce(max(m), 0)", "SELECT coalesce(max(m), 0) + 1")});
+"""
     return f"""
 CREATE TRIGGER IF NOT EXISTS {table}_chain BEFORE INSERT ON {table}
 BEGIN
     SELECT RAISE(ABORT, 'atb_rule:duplicate_key: a {table} row with this key is already stored (REPLACE and upserts are refused: rows are never replaced)')
     WHERE {dup};
-    SELECT RAISE(ABORT, 'atb_rule:chain_order: {table} row must take the next chain_seq (1 + the largest stored)')
-    WHERE NEW.chain_seq IS NOT NULL AND NEW.chain_seq IS NOT ({MAX_SEQ_SQL.replace("SELECT coalesce(max(m), 0)", "SELECT coalesce(max(m), 0) + 1")});
-END;
+{order if chain_order else ""}END;
 """
 
 

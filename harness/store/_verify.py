@@ -90,6 +90,23 @@ def reference_database() -> sqlite3.Connection:
     return mem
 
 
+def replay_database() -> sqlite3.Connection:
+    """:func:`reference_database` with every rule but chain_order: where the chain walk replays rows.
+
+    The walk checks positions itself (1, 2, 3, ... with no gap or repeat) and replays rows at
+    consecutive positions, so chain_order could only ever refuse a row after an earlier row was
+    refused (a cascade of false problems); it was also a quarter of the replay's cost (a maximum over
+    every table per row). duplicate_key and every other rule stay.
+    """
+    from harness.store._sqlite_schema import _chain_trigger
+
+    mem = reference_database()
+    for t in CHAINED_TABLES:
+        mem.execute(f"DROP TRIGGER {t}_chain")
+        mem.execute(_chain_trigger(t, chain_order=False))
+    return mem
+
+
 def _objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
     return {(str(r[0]), str(r[1])): (None if r[2] is None else str(r[2])) for r in conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
@@ -163,16 +180,35 @@ def _key(table: str, row: dict[str, Any]) -> str:
     return "/".join(str(row.get(c)) for c in cols)
 
 
-def _rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _table_rows(conn: Any, table: str) -> tuple[list[str], Iterator[tuple[Any, ...]]] | None:
+    """(column names, rows as tuples in chain order) of ``table``; None when it cannot be read.
+
+    A store's executor may offer ``stream_rows(sql)`` (the PostgreSQL store: a server-side cursor inside
+    the walk's one snapshot, fetched in large batches); otherwise the rows come from ``execute``.
+    """
+    sql = f"SELECT * FROM {table} ORDER BY chain_seq"
+    stream = getattr(conn, "stream_rows", None)
+    if stream is not None:
+        return stream(sql)  # type: ignore[no-any-return]
     try:
-        cur = conn.execute(f"SELECT * FROM {table} ORDER BY chain_seq")
+        cur = conn.execute(sql)
     except sqlite3.Error:
-        return  # a dropped table or column is reported by schema_problems
-    names = [d[0] for d in cur.description]
-    for r in cur:
-        row = dict(zip(names, tuple(r)))
-        seq = row.get("chain_seq")
-        yield (seq if isinstance(seq, int) else -1), table, row
+        return None  # a dropped table or column is reported by schema_problems
+    return [d[0] for d in cur.description], iter(cur)
+
+
+def _rows(conn: Any, table: str) -> Iterator[tuple[int, str, tuple[Any, ...], list[str]]]:
+    got = _table_rows(conn, table)
+    if got is None:
+        return
+    names, rows = got
+    try:
+        at = names.index("chain_seq")
+    except ValueError:
+        return  # no chain column: reported by schema_problems / object_problems
+    for r in rows:
+        seq = r[at]
+        yield (seq if type(seq) is int else -1), table, r, names
 
 
 def _rule_of(exc: sqlite3.Error) -> str:
@@ -188,47 +224,57 @@ def chain_and_rule_problems(conn: Any, index: ChainIndex | None = None) -> tuple
 
     ``index``, when given, is filled with every row's hash and table by position (for the checkpoint check).
     Returns (problems, rows checked, head seq, head hash).
+
+    Cost (``benchmarks/bench_checkpoint.py``): one pass, rows as tuples (a dict only for the hash's
+    canonical JSON), each table's INSERT built once, a row's key only when it has a problem. The
+    replay through SQLite's triggers is most of what is left.
     """
     from protocol._released import RELEASED
 
     problems: list[StoreProblem] = []
-    mem = reference_database()
+    mem = replay_database()
     prev_seq, prev_hash, n = 0, GENESIS, 0
+    inserts: dict[tuple[str, int], tuple[str, int]] = {}
     try:
         streams = [_rows(conn, t) for t in CHAINED_TABLES]
-        for seq, table, row in heapq.merge(*streams, key=lambda x: x[0]):
+        for seq, table, values, names in heapq.merge(*streams, key=lambda x: x[0]):
             n += 1
+            row = dict(zip(names, values))
             if index is not None:
                 index.add(seq, table, row)
-            key = _key(table, row)
             if len(problems) >= MAX_PROBLEMS:
                 break
             if seq == prev_seq:
-                problems.append(StoreProblem(kind="chain", table=table, key=key, chain_seq=seq,
+                problems.append(StoreProblem(kind="chain", table=table, key=_key(table, row), chain_seq=seq,
                                              detail="a second row holds this chain position"))
             elif seq != prev_seq + 1:
                 problems.append(StoreProblem(
-                    kind="chain", table=table, key=key, chain_seq=seq,
+                    kind="chain", table=table, key=_key(table, row), chain_seq=seq,
                     detail=f"the chain jumps from {prev_seq} to {seq}: a row before this one was deleted"))
             stored = row.get("row_hash")
             if stored != row_hash(prev_hash, table, row):
                 problems.append(StoreProblem(
-                    kind="row_hash", table=table, key=key, chain_seq=seq,
+                    kind="row_hash", table=table, key=_key(table, row), chain_seq=seq,
                     detail="row_hash does not match the row's content and the previous row's hash: this row "
                            "(or the one before it) was changed after it was written"))
             if table == "protocols" and row.get("version") in RELEASED and row.get("sha256") != RELEASED[row["version"]]:
                 problems.append(StoreProblem(
-                    kind="released_protocol", table=table, key=key, chain_seq=seq,
+                    kind="released_protocol", table=table, key=_key(table, row), chain_seq=seq,
                     detail=f"protocol {row['version']} is released with digest {RELEASED[row['version']][:12]}… "
                            f"(protocol/_released.py), not {str(row.get('sha256'))[:12]}…"))
-            replay = dict(row)
-            replay["chain_seq"] = n  # gaps are reported above; replay checks the rules, not positions
-            cols = ", ".join(replay)
+            plan = inserts.get((table, id(names)))
+            if plan is None:
+                plan = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                        names.index("chain_seq"))
+                inserts[(table, id(names))] = plan
+            sql, at = plan
+            replay = list(values)
+            replay[at] = n  # gaps are reported above; replay checks the rules, not positions
             try:
-                mem.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(replay))})",
-                            list(replay.values()))
+                mem.execute(sql, replay)
             except sqlite3.Error as exc:
-                problems.append(StoreProblem(kind="rule", table=table, key=key, chain_seq=seq, detail=_rule_of(exc)))
+                problems.append(StoreProblem(kind="rule", table=table, key=_key(table, row), chain_seq=seq,
+                                             detail=_rule_of(exc)))
             prev_seq = seq
             prev_hash = str(stored)
     finally:
@@ -277,6 +323,6 @@ def verify_path(path: Path | str, key_dir: Path | str | None = None) -> StoreVer
 
 __all__ = [
     "SCHEMA_VERSION", "StoreProblem", "StoreVerification", "chain_and_rule_problems", "expected_objects",
-    "reference_database", "schema_problems", "schema_statements", "user_version", "verify_connection",
+    "reference_database", "replay_database", "schema_problems", "schema_statements", "user_version", "verify_connection",
     "verify_path", "version_problem",
 ]
