@@ -15,6 +15,7 @@ import secrets
 import socket
 import sys
 
+from atb_agent.cli._args import bounded_int
 from atb_agent.cli._common import EXIT_OK, BadInput
 
 TOKEN_ENV = "ATB_VIEW_TOKEN"
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--db", default="atb.sqlite",
                    help="results store: a SQLite path or sqlite:///PATH (default ./atb.sqlite), or postgresql://...")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs a token)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--port", type=bounded_int(0, 65535, "port"), default=8765, help="port (default 8765; 0 picks a free one)")
     p.add_argument("--token", default=None,
                    help=f"access token required on a non-loopback bind (default ${TOKEN_ENV}, else a random one)")
     p.add_argument("--transcripts", action="append", default=[], metavar="DIR",
@@ -56,8 +57,6 @@ def cmd_view(args: argparse.Namespace) -> int:
         store_kind(args.db)
     except StoreError as exc:
         raise BadInput(str(exc)) from exc
-    if not 0 <= args.port <= 65535:
-        raise BadInput(f"--port {args.port}: not a port number")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
         token = secrets.token_urlsafe(24)

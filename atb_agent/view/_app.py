@@ -299,7 +299,7 @@ def _lifespan(state: ViewState) -> Any:
     return lifespan
 
 
-def _verdict_figs(v: Any) -> dict[str, str]:
+def _verdict_figs(v: Any) -> dict[str, Any]:
     if v is None:
         return {"fig_samples": "", "fig_interval": ""}
     from protocol import load_protocol

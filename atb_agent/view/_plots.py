@@ -21,7 +21,7 @@ _LAYOUT: dict[str, Any] = {"margin": {"l": 55, "r": 15, "t": 35, "b": 45}, "heig
 def plotly_js_path() -> Path | None:
     """plotly.min.js as the ``plotly`` package ships it; None when plotly is not installed."""
     try:
-        import plotly
+        import plotly  # type: ignore[import-untyped]
     except ImportError:
         return None
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
