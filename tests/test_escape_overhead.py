@@ -160,3 +160,30 @@ def test_cpu_loop_records_its_own_work_but_not_the_refill() -> None:
     assert len(bt.harness_ns) == 20 and bt.timed_total_ns == 20 * 2 * 50_000
     assert bt.wall_ns == bt.timed_total_ns + sum(bt.harness_ns)        # the refills are out of the wall
     assert 3 in bt.captured
+
+
+def test_launch_bound_call_overlapping_the_flush_is_not_an_escape() -> None:
+    """Issue 25, seen on the H200: an honest structured gather (5 us of device work) spent ~87 us on the
+    host per call; the start event ran when the ~60 us flush ended, so the events read ~55 us while the
+    wall window held the whole 87 us: wall 1.56x timed, rejected as escaped work. The host time that
+    overlapped the harness's own flush is the harness's, and is credited; a call that returns at once and
+    leaves work behind earns nothing from the same rule."""
+    lead, flush, host_call, events = 20_000, 60_000, 87_000, 55_600   # the H200's figures, per repetition
+    per_rep_harness = lead + 35_800.0                                   # 55.8 us of the loop's own work
+    credited = _cuda._credit_flush_overlap([per_rep_harness], [(lead, host_call)], [float(flush)])
+    assert credited == [per_rep_harness + (flush - lead)]
+    assert _cuda._credit_flush_overlap([0.0], [(lead, 2_000)], [float(flush)]) == [2_000.0]   # capped by the call
+    assert _cuda._credit_flush_overlap([0.0], [(70_000, 50_000)], [float(flush)]) == [0.0]   # flush done first
+    reps = 500
+
+    def facts(harness_ns: float) -> TimedFacts:
+        return TimedFacts(seed=1, times_ns=[float(events)] * reps, wall_ns=float(reps * (per_rep_harness + host_call)),
+                          timed_total_ns=float(reps * events), harness_rep_ns=[harness_ns] * reps, method="cuda-events+l2flush")
+
+    base = TimedFacts(seed=1, times_ns=[600_000.0] * 10, wall_ns=6e6, timed_total_ns=6e6,
+                      harness_rep_ns=[per_rep_harness + (flush - lead)] * 10)
+    with_credit = Evidence(task_id="t", backend="cuda", candidate_timed=[facts(credited[0])], baseline_timed=[base],
+                           candidate_source="import torch\n")
+    assert _wall_problems(with_credit) == []
+    without = with_credit.model_copy(update={"candidate_timed": [facts(per_rep_harness)]})
+    assert _wall_problems(without), "without the credit this honest launch-bound call read as an escape"
