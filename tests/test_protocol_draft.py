@@ -156,3 +156,85 @@ def test_a_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_path: Path
                                       prespawn_next=False)
             assert res2.protocol_draft is False
             assert store.verdict(res2.verdict_id).detail["protocol_draft"] is False
+
+
+# ---------------------------------------------------------------------- engines, and the store's verify
+def test_an_engine_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both engine paths (a measured trial, and a configuration outside the flag space) stamp
+    protocol_draft in the stored record and the result, as kernel verdicts do."""
+    from test_engine_verdict import SEEDS, _arm, _trial
+
+    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session, render_config
+    from harness.engines.evaluate import record_engine_trial
+
+    proto = load_protocol()
+    task = load_engine_task("llamacpp-tiny")
+    with SqliteStore(tmp_path / "e.sqlite") as store:
+        session = open_engine_session(store, proto)
+        trial = _trial(_arm("candidate", {s: 12.0 for s in SEEDS}, config={"parallel": 4}))
+        res = record_engine_trial(task, render_config({"parallel": 4}), {"parallel": 4}, trial, store=store,
+                                  session=session, protocol=proto)
+        assert res.protocol_draft is True and store.verdict(res.verdict_id).detail["protocol_draft"] is True
+        bad = evaluate_engine_candidate(task, '{"threads": 64}', store=store, session=session, protocol=proto)
+        assert bad.verdict == "rejected"
+        assert bad.protocol_draft is True and store.verdict(bad.verdict_id).detail["protocol_draft"] is True
+        monkeypatch.setitem(RELEASED, "9.9.9", file_sha256(draft))           # the same digest, released
+        res2 = record_engine_trial(task, render_config({"parallel": 2}), {"parallel": 2}, trial, store=store,
+                                   session=session, protocol=proto)
+        assert res2.protocol_draft is False and store.verdict(res2.verdict_id).detail["protocol_draft"] is False
+
+
+def _draft_store(store: object, proto: object) -> None:
+    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
+
+    session = open_engine_session(store, proto)  # type: ignore[arg-type]
+    task = load_engine_task("llamacpp-tiny")
+    for text in ('{"threads": 64}', '{"threads": 65}'):
+        evaluate_engine_candidate(task, text, store=store, session=session, protocol=proto)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_store_verify_counts_verdicts_under_a_draft(kind: str, draft: Path, tmp_path: Path,
+                                                    request: pytest.FixtureRequest,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """By digest, not by the verdict's own stamp; a draft is reported, not a problem (ok stays true)."""
+    proto = load_protocol()
+    if kind == "sqlite":
+        store: object = SqliteStore(tmp_path / "d.sqlite")
+    else:
+        from harness.store._postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_db"))
+    try:
+        _draft_store(store, proto)
+        res = store.verify(tmp_path / "keys")  # type: ignore[attr-defined]
+        assert res.ok and res.draft_verdicts == 2
+        assert [(d.version, d.sha256, d.verdicts) for d in res.draft_protocols] == [("9.9.9", proto.sha256, 2)]
+        monkeypatch.setitem(RELEASED, "9.9.9", file_sha256(draft))
+        res = store.verify(tmp_path / "keys")  # type: ignore[attr-defined]
+        assert res.ok and res.draft_verdicts == 0 and res.draft_protocols == []
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_store_verify_cli_says_draft_and_fails_only_under_require_released(
+        draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "d.sqlite"
+    with SqliteStore(db) as store:
+        _draft_store(store, load_protocol())
+    keys = ["--key-dir", str(tmp_path / "keys")]
+    assert main(["store", "verify", "--db", str(db), *keys]) == 0
+    out = capsys.readouterr().out
+    assert "2 verdict(s) measured under a draft (unreleased) protocol: 9.9.9" in out
+    assert main(["store", "verify", "--db", str(db), *keys, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and data["draft_verdicts"] == 2 and data["all_released"] is False
+    assert data["draft_protocols"][0]["version"] == "9.9.9" and "signed" in data     # old keys kept
+    assert main(["store", "verify", "--db", str(db), *keys, "--require-released"]) == 2
+    assert "--require-released" in capsys.readouterr().err
+    assert main(["store", "verify", "--db", str(db), *keys, "--require-released", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["all_released"] is False
+    monkeypatch.setitem(RELEASED, "9.9.9", file_sha256(draft))
+    assert main(["store", "verify", "--db", str(db), *keys, "--require-released"]) == 0
+    assert "draft" not in capsys.readouterr().out

@@ -7,6 +7,9 @@ deleted checkpoints fail here). Read-only: the store is never created, repaired 
 when it verifies; exit 2 when it does not (one line on stderr naming the first bad row; with ``--json``
 the full :class:`StoreVerification`). Rows after the newest checkpoint are reported as unsigned;
 ``--require-signed`` makes any such row (or a store with no checkpoint) a failure (exit 2).
+Verdicts stamped with a protocol digest that is not released (a draft, ``protocol/_released.py``) are
+counted (``draft_verdicts``, ``draft_protocols`` and ``all_released`` in ``--json``; a line in the text)
+but are not a problem: development stores hold them. ``--require-released`` makes any a failure (exit 2).
 
 ``checkpoint`` signs the current head with the key in ``--key-dir`` (default ``$ATB_KEY_DIR`` or
 ``~/.config/autotunebench``; made on first use, 0600) and stores the checkpoint; exit 0, 2 on bad input.
@@ -31,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "~/.config/autotunebench); verify needs only its .pub and signed_heads.jsonl")
     p.add_argument("--require-signed", action="store_true",
                    help="verify: fail (exit 2) when any row lies after the newest checkpoint signed by the key")
+    p.add_argument("--require-released", action="store_true",
+                   help="verify: fail (exit 2) when any verdict was measured under a draft (unreleased) protocol")
     add_json(p)
     p.set_defaults(handler=run)
 
@@ -56,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     data["first_problem"] = result.first_problem
     cp = result.checkpoint
     unsigned = cp is None or cp.unsigned_rows > 0 or cp.checkpoints == 0
-    failed = not result.ok or (args.require_signed and unsigned)
+    require_released = bool(getattr(args, "require_released", False))
+    drafts = result.draft_verdicts > 0
+    failed = not result.ok or (args.require_signed and unsigned) or (require_released and drafts)
     data["signed"] = not unsigned
+    data["all_released"] = not drafts
     if args.json:
         print(json.dumps(data, sort_keys=True))
     elif result.ok:
@@ -68,16 +76,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         for p in result.problems:
             print(p.line())
+    if drafts and not args.json:
+        print(_draft_line(result))
     if not failed:
         return EXIT_OK
     if not args.json:
         if not result.ok:
             emit_error(f"store {result.path} fails verification ({len(result.problems)} problem(s)): "
                        f"{result.first_problem}", False, EXIT_BAD_INPUT)
-        else:
+        elif args.require_signed and unsigned:
             emit_error(f"store {result.path} is not fully signed (--require-signed): "
                        f"{cp.line() if cp else 'no checkpoint'}", False, EXIT_BAD_INPUT)
+        else:
+            emit_error(f"store {result.path} holds verdicts under a draft protocol (--require-released): "
+                       f"{_draft_line(result)}", False, EXIT_BAD_INPUT)
     return EXIT_BAD_INPUT
+
+
+def _draft_line(result: Any) -> str:
+    which = ", ".join(f"{d.version} {d.sha256[:12]}… ({d.verdicts})" for d in result.draft_protocols)
+    return (f"{result.draft_verdicts} verdict(s) measured under a draft (unreleased) protocol: {which}; "
+            "their figures were judged by bars anyone can relock (`--require-released` fails on them)")
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:

@@ -45,6 +45,8 @@ class EngineEvalResult(VerdictResult):
     baseline_label: str = BASELINE_LABEL
     metrics: dict[str, Any] = Field(default_factory=dict, description="per arm: mean throughputs, latencies")
     engine_version: str = ""
+    protocol_draft: bool = Field(default=False, description=(
+        "measured under a draft protocol: its digest is not in protocol/_released.py (issue 27)"))
 
 
 class Judgement(BaseModel):
@@ -138,12 +140,12 @@ def _rejected_config(task: EngineTask, text: str, exc: FlagSpaceError, store: Sq
     v = Verdict(session_id=session_id, device_sha256=sess["device_sha256"], protocol=ref, task_id=task.id,
                 kind="engine", candidate_sha256=cand, baseline_sha256=base, baseline_label=BASELINE_LABEL,
                 status="rejected", correct=False, reason=f"flag_space: {exc}", gates=[gate],
-                detail={"engine": task.engine, "config_text": text})
+                detail={"engine": task.engine, "config_text": text, "protocol_draft": protocol.draft})
     store.add_verdict(v)
     return EngineEvalResult(verdict="rejected", correct=False, gates=[gate],
                             device=store.device(sess["device_sha256"]).summary(),
                             seeds=[], protocol_sha256=ref.sha256, candidate_sha256=cand, verdict_id=v.id,
-                            reason=v.reason, task_id=task.id, engine=task.engine)
+                            reason=v.reason, task_id=task.id, engine=task.engine, protocol_draft=protocol.draft)
 
 
 def evaluate_engine_candidate(task: str | Path | EngineTask, config_text: str, *, store: SqliteStore,
@@ -204,6 +206,8 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
         "summary": {"baseline": _arm_summary(trial, "baseline"), "candidate": _arm_summary(trial, "candidate")},
         "launch_log": trial.launch_log,
         "output_checks": _checks_summary(trial, protocol),
+        # issue 27: a verdict measured under an unreleased protocol says so in its own record (as kernels do)
+        "protocol_draft": protocol.draft,
     }
     v = Verdict(session_id=sid, device_sha256=device, protocol=ref, task_id=task.id, kind="engine",
                 candidate_sha256=cand_sha, baseline_sha256=base_sha, baseline_label=BASELINE_LABEL,
@@ -218,7 +222,8 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
         device=store.device(device).summary(),
         seeds=trial.seeds, protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=v.id, reason=j.reason,
         usable_ci=usable, task_id=task.id, engine=task.engine, config=config,
-        metrics=detail["summary"], engine_version=trial.probe.version_text.splitlines()[0] if trial.probe.version_text else "")
+        metrics=detail["summary"], engine_version=trial.probe.version_text.splitlines()[0] if trial.probe.version_text else "",
+        protocol_draft=protocol.draft)
 
 
 def render_candidate(config: dict[str, FlagValue]) -> str:

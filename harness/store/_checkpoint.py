@@ -124,21 +124,26 @@ class CheckpointReport(BaseModel):
 
 
 class ChainIndex:
-    """What the verifier's chain walk keeps for the checkpoint check: every row's hash and table by
-    position, and the checkpoint rows' bodies."""
+    """What the verifier's chain walk keeps for the checks after it: every row's hash and table by
+    position, the checkpoint rows' bodies (the checkpoint check), and how many verdicts each
+    (protocol version, digest) stamped (the draft-protocol count)."""
 
-    __slots__ = ("hashes", "tables", "checkpoint_rows")
+    __slots__ = ("hashes", "tables", "checkpoint_rows", "verdict_protocols")
 
     def __init__(self) -> None:
         self.hashes: dict[int, str] = {}
         self.tables: dict[int, str] = {}
         self.checkpoint_rows: list[tuple[int, str]] = []
+        self.verdict_protocols: dict[tuple[str, str], int] = {}
 
     def add(self, seq: int, table: str, row: Mapping[str, Any]) -> None:
         self.hashes[seq] = str(row.get("row_hash"))
         self.tables[seq] = table
         if table == "reports" and row.get("kind") == CHECKPOINT_KIND:
             self.checkpoint_rows.append((seq, str(row.get("body_json"))))
+        elif table == "verdicts":
+            key = (str(row.get("protocol_version")), str(row.get("protocol_sha256")))
+            self.verdict_protocols[key] = self.verdict_protocols.get(key, 0) + 1
 
 
 def _problem(detail: str, seq: int | None = None, key: str | None = None) -> StoreProblem:

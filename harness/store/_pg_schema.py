@@ -192,6 +192,7 @@ def verify_pg(store: Any, key_dir: Any = None) -> StoreVerification:
         StoreProblem,
         StoreVerification,
         chain_and_rule_problems,
+        draft_counts,
         version_problem,
     )
 
@@ -216,8 +217,10 @@ def verify_pg(store: Any, key_dir: Any = None) -> StoreVerification:
     problems += rows
     report, cp_problems = check_checkpoints(index, key_dir)
     problems += cp_problems
+    n_draft, drafts = draft_counts(index)
     return StoreVerification(path=path, ok=not problems, schema_version=version, rows_checked=n, head_seq=seq,
-                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report)
+                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report,
+                             draft_verdicts=n_draft, draft_protocols=drafts)
 
 
 __all__ = ["expected_functions", "expected_triggers", "generated_sql", "installed_version", "object_problems",

@@ -18,6 +18,11 @@ Four checks, each naming the first bad object or row:
    writer without the key cannot forge: a rewrite with a recomputed chain, a truncation, deleted
    checkpoints. Rows after the newest checkpoint are counted as unsigned (``checkpoint.unsigned_rows``).
 
+6. verdicts measured under a draft protocol (issue 27): every verdict's digest is checked against the
+   released ones; their count (``draft_verdicts``) and the drafts (``draft_protocols``) are reported, not
+   treated as problems (a development store is full of them); ``atb store verify --require-released``
+   fails on any.
+
 What it cannot see without a checkpoint: a writer with file access who appends rule-abiding rows and
 recomputes the chain, or who removes rows from the end (the chain itself is keyless).
 """
@@ -40,6 +45,29 @@ from harness.store._problems import ProblemKind, StoreProblem  # noqa: F401 - Pr
 SCHEMA_VERSION = 3
 MAX_PROBLEMS = 200
 
+class DraftProtocolCount(BaseModel):
+    """A protocol (version, digest) that is not released, and how many stored verdicts it stamped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: str
+    sha256: str
+    verdicts: int
+
+
+def draft_counts(index: ChainIndex) -> tuple[int, list[DraftProtocolCount]]:
+    """(verdicts under a draft protocol, each draft with its count) from the walked chain.
+
+    By digest, never by the verdict's own ``protocol_draft`` stamp (which a store owner could edit): a
+    digest that is not a released constant is a draft, whatever its version string says.
+    """
+    from protocol._released import RELEASED
+
+    released = set(RELEASED.values())
+    drafts = [DraftProtocolCount(version=v, sha256=d, verdicts=n)
+              for (v, d), n in sorted(index.verdict_protocols.items()) if d not in released]
+    return sum(d.verdicts for d in drafts), drafts
+
+
 class StoreVerification(BaseModel):
     """The outcome of :func:`verify_connection`; ``ok`` only when ``problems`` is empty."""
 
@@ -54,6 +82,11 @@ class StoreVerification(BaseModel):
     problems: list[StoreProblem] = Field(default_factory=list)
     checkpoint: CheckpointReport | None = Field(
         default=None, description="signed checkpoints of the head (issue 27); None when the chain could not be walked")
+    draft_verdicts: int = Field(0, description=(
+        "verdicts stamped with a protocol digest that is not released (protocol/_released.py): measured under a "
+        "draft. Not a problem (``ok`` stays true); ``atb store verify --require-released`` makes it a failure"))
+    draft_protocols: list[DraftProtocolCount] = Field(
+        default_factory=list, description="each draft (version, digest) that stamped verdicts, with how many")
 
     @property
     def first_problem(self) -> str | None:
@@ -296,8 +329,10 @@ def verify_connection(conn: sqlite3.Connection, path: str, key_dir: Path | str |
     problems += rows
     report, cp_problems = check_checkpoints(index, key_dir)
     problems += cp_problems
+    n_draft, drafts = draft_counts(index)
     return StoreVerification(path=path, ok=not problems, schema_version=version, rows_checked=n, head_seq=seq,
-                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report)
+                             head_hash=last, problems=problems[:MAX_PROBLEMS], checkpoint=report,
+                             draft_verdicts=n_draft, draft_protocols=drafts)
 
 
 def verify_path(path: Path | str, key_dir: Path | str | None = None) -> StoreVerification:
@@ -322,7 +357,7 @@ def verify_path(path: Path | str, key_dir: Path | str | None = None) -> StoreVer
 
 
 __all__ = [
-    "SCHEMA_VERSION", "StoreProblem", "StoreVerification", "chain_and_rule_problems", "expected_objects",
+    "SCHEMA_VERSION", "DraftProtocolCount", "StoreProblem", "draft_counts", "StoreVerification", "chain_and_rule_problems", "expected_objects",
     "reference_database", "replay_database", "schema_problems", "schema_statements", "user_version", "verify_connection",
     "verify_path", "version_problem",
 ]
