@@ -143,8 +143,10 @@ def _write_transcript(path: Path, campaign_id: str, budget: int, verdict_ids: li
                             truncated_fraction=(1 / len(verdict_ids)) if len(verdict_ids) > 1 else 0.0))
 
 
-def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int = 0) -> dict[str, Any]:
-    """Build the store at ``db`` (and a transcript beside it); return what was stored, for checks.
+def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int = 0,
+             url: str | None = None) -> dict[str, Any]:
+    """Build the store at ``db`` (or at the server ``url``; the transcript goes beside ``db`` either way);
+    return what was stored, for checks.
 
     Campaign 0 is an LLM campaign with a transcript; every fifth is on a KernelBench problem; the last two
     are the A/B arms of one registration with an outcome; the campaigns 1..4 belong to one sweep; the
@@ -153,8 +155,10 @@ def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int 
     from harness.science.prereg import (ABOutcome, ABSpec, DecisionRule, DeliveryCheck, UsabilityBars, ArmSpec,
                                         record_outcome, register)
 
+    from harness.store import open_store
+
     rng = random.Random(seed)
-    store = SqliteStore(db)
+    store: Any = open_store(url) if url else SqliteStore(db)
     out: dict[str, Any] = {"campaigns": [], "verdicts": {}, "running": None}
     try:
         fp = DeviceFingerprint(backend="cpu", cpu_model="view-bench", cpu_count=2, torch_version="2.13.0")
@@ -224,7 +228,7 @@ class Server:
         from atb_agent.view import ViewConfig, create_app
 
         self.app = create_app(ViewConfig(db=str(db), poll_ms=int(config.pop("poll_ms", 1000)), **config))
-        self.sock = socket.socket()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
@@ -330,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     built = time.monotonic() - t0
     print(f"built {args.campaigns} x {args.iterations} in {built:.1f} s: {db} ({db.stat().st_size / 1e6:.1f} MB)",
           file=sys.stderr)
+    with Server(db, warm=False) as cold:              # nothing summarised before the first visit
+        cold.app.state.view.verifier.wait(600)
+        cold_index = time_pages(cold.url, {"index": "/"}, 1)["index"]
     with Server(db) as srv:
         t0 = time.monotonic()
         verified = srv.app.state.view.verifier.wait(600)
@@ -345,13 +352,17 @@ def main(argv: list[str] | None = None) -> int:
              f"its full verification ({verified.state}, {verified.rows_checked} rows) took {verify_s:.1f} s in the "
              "background thread, while pages are served.", "",
              "Times are over HTTP from a client on the same machine to uvicorn (the server `atb view` runs): the "
-             "first request (cold: no per-campaign summary cached yet) and the median of the next "
+             "first request after the server started (it summarises every campaign in a thread at start, "
+             "and verifies the store in another) and the median of the next "
              f"{args.repeat}. Target: under 300 ms.", "",
              "| page | path | first (ms) | median (ms) | size (KB) | under 300 ms |", "|---|---|---:|---:|---:|---|"]
     paths = pages(info)
     for name, (first, med, size) in results.items():
         ok = "yes" if max(first, med) < 300 else "NO"
         lines.append(f"| {name} | `{paths[name]}` | {first:.1f} | {med:.1f} | {size / 1024:.0f} | {ok} |")
+    lines.append(f"| index, no start-up warming (`warm=False`): every campaign summarised on this request | `/` | "
+                 f"{cold_index[0]:.1f} | {cold_index[1]:.1f} | {cold_index[2] / 1024:.0f} | "
+                 f"{'yes' if cold_index[0] < 300 else 'NO'} |")
     lines += ["", f"Live update: {latency:.2f} s from a new verdict's commit to the page showing its iteration "
                   f"({how}). Target: under 2 s.", ""]
     text = "\n".join(lines)

@@ -211,3 +211,13 @@ def test_cli_registers_view_and_refuses_bad_input(capsys: pytest.CaptureFixture[
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
     assert main(["view", "--db", "mysql://h/db"]) == 2
     assert "unknown store scheme" in capsys.readouterr().err
+
+
+def test_unreachable_server_store_is_shown_without_its_password() -> None:
+    url = "postgresql://atb:hunter2secret@127.0.0.1:1/atb"
+    app = create_app(ViewConfig(db=url, warm=False))
+    state = app.state.view.verifier.wait(60)
+    assert state.state in ("missing", "error") and "hunter2secret" not in state.message
+    with TestClient(app) as c:
+        html = c.get("/").text
+    assert "cannot connect" in html and "hunter2secret" not in html and "Traceback" not in html

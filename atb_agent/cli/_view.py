@@ -60,7 +60,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
         token = secrets.token_urlsafe(24)
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on such sockets, and without it a small
+    # response (the live poll) waits ~40 ms on Nagle's algorithm and the client's delayed ACK
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM,
+                         socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))

@@ -27,6 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from harness.redact import redact
 from harness.store import NotFound, StoreError
 from atb_agent.view._data import ViewData, source_diff
 from atb_agent.view._plots import (best_so_far_figure, figure_json, interval_figure, plotly_js_path, samples_figure,
@@ -48,6 +49,7 @@ class ViewConfig(BaseModel):
     token: str | None = None          # required on every request when set (a non-loopback bind)
     key_dir: str | None = None        # the checkpoint key folder verify trusts (default $ATB_KEY_DIR)
     poll_ms: int = POLL_MS
+    warm: bool = True                 # summarise every campaign in a thread at start, before the first visit
 
 
 class _TokenGate:
@@ -110,6 +112,16 @@ class ViewState:
             raise HTTPException(503, self.open_problem or "the store cannot be opened")
         return data
 
+    def warm(self) -> None:
+        """Summarise every campaign once (the index's per-campaign reads), so the first visit finds them
+        cached; a store that cannot be read is left for the pages to report."""
+        try:
+            data = self.data()
+            if data is not None:
+                data.campaign_cards()
+        except Exception:  # noqa: BLE001 - warming is an optimisation; the page shows any real failure
+            pass
+
     def head(self) -> tuple[int, str]:
         data = self.data()
         if data is None:
@@ -151,7 +163,7 @@ def create_app(config: ViewConfig) -> Starlette:
         state.verifier.request(head_seq)
         html = env.get_template(name).render(
             request=request, verify=state.verifier.result, head_seq=head_seq, head_hash=head_hash,
-            store=config.db if "://" not in config.db else state.verifier.result.store, poll_ms=config.poll_ms,
+            store=redact(config.db), poll_ms=config.poll_ms,
             plotly=plotly_js is not None, open_problem=state.open_problem, **ctx)
         return HTMLResponse(html, status_code=status)
 
@@ -283,6 +295,8 @@ def create_app(config: ViewConfig) -> Starlette:
         lifespan=_lifespan(state))
     app.state.view = state
     state.verifier.request(None)
+    if config.warm:
+        threading.Thread(target=state.warm, name="atb-view-warm", daemon=True).start()
     if config.token:
         app.add_middleware(_TokenGate, token=config.token)
     return app

@@ -111,9 +111,10 @@ class ViewData:
             rows = s.campaigns(preregistration_id)
             counts = s.iteration_counts()
             outcomes = s.outcome_statuses()
-            cards = []
-            for r in rows:
-                n, u = counts.get(r.id, (0, 0))
+        cards = []
+        for r in rows:
+            n, u = counts.get(r.id, (0, 0))
+            with self.reading():         # per campaign, so another page's reads interleave with a cold pass
                 cards.append(self._card(r, n, u, outcomes.get(r.id)))
         return sorted(cards, key=lambda c: c.created_at, reverse=True)
 

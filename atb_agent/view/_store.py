@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.redact import redact
 from harness.store import ResultStore, SqliteStore, StoreError, StoreVerification, verify_path
 from harness.store._open import sqlite_path, store_kind
 
@@ -97,7 +98,7 @@ class VerifyState(BaseModel):
 def verify_store(url: str, key_dir: str | None = None) -> VerifyState:
     """Run the full ``atb store verify`` on ``url``; never raises (a missing store is a state)."""
     started = time.monotonic()
-    name = str(sqlite_path(url)) if store_kind(url) == "sqlite" else url
+    name = str(sqlite_path(url)) if store_kind(url) == "sqlite" else redact(url)
     try:
         if store_kind(url) == "sqlite":
             path = sqlite_path(url)
@@ -133,7 +134,7 @@ class Verifier:
         self.url = url
         self.key_dir = key_dir
         self._lock = threading.Lock()
-        self._result: VerifyState = VerifyState(state="pending", store=url, message="verification running")
+        self._result: VerifyState = VerifyState(state="pending", store=redact(url), message="verification running")
         self._running = False
         self._done = threading.Event()
 
