@@ -42,7 +42,7 @@ def confinement_label(arms: dict[str, Any]) -> str:
 def provenance(version: str | None, sha: str | None, *, confinement: dict[str, Any] | None = None,
                certified: bool | None = None, signed: bool | None = None) -> Provenance:
     return Provenance(protocol_version=version, protocol_sha256=sha, draft=not (sha and is_released_digest(sha)),
-                      confinement=confinement_label(confinement or {}) if confinement is not None else "not recorded",
+                      confinement=confinement_label(confinement) if confinement is not None else "",
                       certified=certified, signed=signed)
 
 

@@ -20,14 +20,14 @@ class Provenance(_View):
     """Where a number came from, as the store recorded it.
 
     ``confinement`` is ``confined`` (every arm ran confined), ``unconfined:<why>`` (an arm did not),
-    or ``not recorded``; ``certified`` is True for an accepted verdict of a usable iteration (what
+    ``not recorded``, or empty where no verdict stands behind the number; ``certified`` is True for an accepted verdict of a usable iteration (what
     ``atb retest`` calls a certified result), None where it does not apply.
     """
 
     protocol_version: str | None
     protocol_sha256: str | None
     draft: bool
-    confinement: str = "not recorded"
+    confinement: str = ""
     certified: bool | None = None
     signed: bool | None = None        # the verdict's row is covered by a trusted signed checkpoint
 
