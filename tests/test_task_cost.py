@@ -130,3 +130,68 @@ def test_physical_gate_uses_counted_flops_and_names_the_source() -> None:
     assert not physical_gate(low.model_copy(update={"candidate_median_ns": 1e3}), proto).passed
     # with no FLOPs counted there is nothing to trigger on: the count matters
     assert flop_trigger(low.model_copy(update={"task_flops": None, "task_flops_source": ""}), proto) is None
+
+
+# ---------------------------------------------------------------------- the counting process (issue 27)
+def _probe_task(tmp_path: Path, body: str) -> Path:
+    """A KernelBench-format file whose module-level ``body`` sets ``N``: the input has ``N`` floats, so what
+    the counting process saw comes back as ``input_bytes`` (a task's only channel out of the count)."""
+    path = tmp_path / f"probe_{abs(hash(body)):x}.py"
+    path.write_text("import os\nimport torch\n" + body + "\n"
+                    "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n"
+                    "def get_inputs():\n    return [torch.zeros(N)]\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    return path
+
+
+def _count(path: Path) -> object:
+    from harness.tasks._cost import _CACHE
+
+    task = load_task_file(path)
+    _CACHE.pop(task.source_sha256, None)
+    counted = begin_cost(task).counted()
+    assert counted is not None and counted.method.startswith("flop_counter"), counted
+    return counted
+
+
+def test_the_counting_process_gets_the_measuring_childrens_environment(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the count ran with the harness's whole environment (a DATABASE_URL with its password, an API
+    key), so a task file's import could read them. Now only CHILD_ENV_ALLOW's names reach it."""
+    from harness.measure.runner._worker import CHILD_ENV_ALLOW
+
+    monkeypatch.setenv("DATABASE_URL", "postgresql://atb:hunter2@db.example/atb")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("ATB_KEY_DIR", str(tmp_path / "keys"))
+    allowed = sorted(CHILD_ENV_ALLOW | {"PYTHONUNBUFFERED", "HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PWD"})
+    path = _probe_task(tmp_path, f"ALLOWED = {allowed!r}\n"
+                       "extra = [k for k in os.environ if k not in ALLOWED and not k.startswith('ATB_CHILD')]\n"
+                       "leak = any('hunter2' in v or 'sk-test' in v for v in os.environ.values())\n"
+                       "N = 1 + (2 if extra else 0) + (4 if leak else 0) + (8 if 'ATB_KEY_DIR' in os.environ else 0)\n")
+    assert _count(path).input_bytes == 4          # N == 1: nothing beyond the allow-list, no secret
+
+
+def test_the_counting_process_is_confined_like_a_measuring_child(tmp_path: Path) -> None:
+    """Before: a task file's import could write anywhere the harness can (the repository, the user's
+    files) and reach the network. Now it runs in the measuring children's confinement."""
+    from harness.measure.runner import _confine
+
+    probe_dir = tmp_path / "confine-probe"
+    probe_dir.mkdir()
+    if not _confine.plan("cpu", probe_dir, probe_dir).confined:
+        pytest.skip("confinement (bubblewrap) is not available here")
+    outside = tmp_path / "escaped.txt"
+    repo_file = Path(__file__).resolve().parents[1] / "harness" / f".atb_cost_escape_{abs(hash(str(tmp_path))):x}"
+    path = _probe_task(tmp_path, "import pathlib, socket\nN = 1\n"
+                       f"for target in ({str(outside)!r}, {str(repo_file)!r}):\n"
+                       "    try:\n        pathlib.Path(target).write_text('x')\n        N += 2\n"
+                       "    except OSError:\n        pass\n"
+                       "try:\n    socket.create_connection(('127.0.0.1', 55432), timeout=2).close()\n    N += 8\n"
+                       "except OSError:\n    pass\n")
+    try:
+        counted = _count(path)
+        assert not outside.exists() and not repo_file.exists()
+        assert counted.input_bytes == 4, counted          # no write landed anywhere, no connection made
+        assert counted.confinement.startswith("bwrap:") and "netns" in counted.confinement
+    finally:
+        repo_file.unlink(missing_ok=True)

@@ -22,6 +22,15 @@ Task code is never executed in the harness's own process: :func:`begin_cost` run
 ``python -m harness.tasks._cost FILE`` (niced, one thread) and :meth:`PendingCost.resolve` collects
 it; :func:`count_module` is the in-process part that the counting process (or any process that has
 already imported the task, such as a measuring child) calls.
+
+The counting process runs the task file's code, so it is started like a measuring child (issue 27):
+with the measuring children's allow-listed environment (``child_environment`` of
+:mod:`harness.measure.runner._worker`: no credentials, no URL user-info), confined the same way when
+confinement is available (:func:`harness.measure.runner._confine.plan`: bubblewrap, no network, a
+read-only view of the interpreter and the harness, a private scratch folder as its cwd and HOME), with
+the task file staged as a read-only copy in that scratch. Where confinement is impossible the count
+says ``unconfined:<why>`` in :attr:`CountedCost.confinement`. These two imports of the measuring layer
+are lazy and named in ``pyproject.toml`` (``harness.tasks._cost -> harness.measure.runner...``).
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +76,7 @@ class CountedCost(BaseModel):
     note: str = ""          # why the meta count fell back, when it did
     wall_s: float = 0.0
     torch_version: str = ""
+    confinement: str = ""   # how the counting process was confined ("bwrap:..." or "unconfined:<why>"); set by the parent
 
 
 _CACHE: dict[str, CountedCost] = {}   # by task source digest: a campaign counts each task once
@@ -205,8 +217,15 @@ def count_file(torch: Any, path: Path) -> CountedCost:
 class PendingCost:
     """A count running in its own process; :meth:`resolve` combines it with declared/measured figures."""
 
-    def __init__(self, task: Task, proc: subprocess.Popen[str] | None, cached: CountedCost | None) -> None:
+    def __init__(self, task: Task, proc: subprocess.Popen[str] | None, cached: CountedCost | None,
+                 scratch: Path | None = None, confinement: str = "") -> None:
         self.task, self._proc, self._counted = task, proc, cached
+        self._scratch, self._confinement = scratch, confinement
+
+    def _done(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def counted(self, timeout_s: float = COUNT_TIMEOUT_S) -> CountedCost | None:
         """The count (None when the task's figures are declared and nothing was counted)."""
@@ -215,19 +234,25 @@ class PendingCost:
         try:
             out, err = self._proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
+            _kill_group(self._proc)
             self._proc.communicate()
-            self._counted = CountedCost(method=f"bytes_only:counting timed out after {timeout_s:g} s")
+            self._done()
+            self._counted = CountedCost(method=f"bytes_only:counting timed out after {timeout_s:g} s",
+                                        confinement=self._confinement)
             return self._counted
+        _kill_group(self._proc)     # nothing the task started outlives its count
+        self._done()
         _IN_FLIGHT.pop(self.task.source_sha256, None)
         line = out.strip().splitlines()[-1] if out.strip() else ""
         try:
-            self._counted = CountedCost.model_validate(json.loads(line)["cost"])
+            counted = CountedCost.model_validate(json.loads(line)["cost"])
+            self._counted = counted.model_copy(update={"confinement": self._confinement})
             _CACHE[self.task.source_sha256] = self._counted
         except (ValueError, KeyError, TypeError) as exc:
             tail = err.strip().splitlines()[-1:] if err else []
             self._counted = CountedCost(method=f"bytes_only:counting process failed (exit {self._proc.returncode}, "
-                                               f"{type(exc).__name__}; {' '.join(tail)[:160]})")
+                                               f"{type(exc).__name__}; {' '.join(tail)[:160]})",
+                                        confinement=self._confinement)
         return self._counted
 
     def resolve(self, *, input_bytes: int = 0, output_bytes: int = 0) -> TaskCost:
@@ -263,31 +288,68 @@ def begin_cost(task: Task) -> PendingCost:
     running = _IN_FLIGHT.get(task.source_sha256)
     if running is not None:
         return running
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.tasks._cost", str(task.path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(Path(__file__).resolve().parents[2]),
-                            preexec_fn=_child_setup)  # noqa: PLW1509
-    pending = PendingCost(task, proc, None)
+    proc, scratch, confinement = _spawn_counter(Path(task.path))
+    pending = PendingCost(task, proc, None, scratch, confinement)
     _IN_FLIGHT[task.source_sha256] = pending
     return pending
 
 
-def _child_setup() -> None:
-    """In the counting child before exec: lowest priority (it runs beside measurements) and death with
-    the harness (``PR_SET_PDEATHSIG``), so a killed harness leaves no counting process behind.
+def _spawn_counter(task_path: Path) -> tuple[subprocess.Popen[str], Path, str]:
+    """Start ``python -m harness.tasks._cost COPY`` as a measuring child is started: the allow-listed
+    environment, confined when confinement is available, in a private scratch folder (its cwd and HOME)
+    that holds a read-only copy of the task file. Returns the process, the scratch folder (the caller
+    removes it) and the confinement's descriptor.
+    """
+    # The measuring layer's own helpers, so the two kinds of child can never drift apart (see the module
+    # docstring and pyproject.toml for why this lower module may import them).
+    from harness.measure.runner import _confine
+    from harness.measure.runner._worker import child_environment
+
+    scratch = _confine.new_scratch("cost")
+    inbox = scratch / "inbox"
+    inbox.mkdir()
+    staged = inbox / task_path.name
+    shutil.copyfile(task_path, staged)
+    staged.chmod(0o444)
+    plan = _confine.plan("cpu", scratch, scratch, inbox=inbox)
+    env = child_environment(1)
+    env["CUDA_VISIBLE_DEVICES"] = ""      # the count runs on the meta device, else the CPU
+    env["HOME"] = str(scratch)
+    if plan.confined:
+        env["TMPDIR"] = "/tmp"
+    parent = os.getpid()
+    try:
+        proc = subprocess.Popen(plan.prefix + [sys.executable, "-m", "harness.tasks._cost", str(staged)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=str(scratch), pass_fds=plan.pass_fds, start_new_session=True,
+                                preexec_fn=lambda: _child_setup(_confine.die_with_parent, parent))  # noqa: PLW1509
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        plan.close()
+    return proc, scratch, plan.descriptor
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill the counting process's group (it is its own session): whatever the task's code started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _child_setup(die_with_parent: Any, parent: int) -> None:
+    """In the counting child before exec: lowest priority (it runs beside measurements), then what every
+    measuring child gets (``_confine.die_with_parent``: death with the harness, no new privileges), so a
+    killed harness leaves no counting process behind.
 
     The nice stays: on a small host (this project's 2-core development machine) a count at normal
     priority would compete with the timed children for the cores, and on the H200 hosts (16 cores)
     running it unniced (``cbe4b90``) did not shorten the verdict's wait for it (see
     ``benchmarks/results/kernelbench/README.md``)."""
     os.nice(19)
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    die_with_parent(parent)
 
 
 def count_task(task: Task, timeout_s: float = COUNT_TIMEOUT_S) -> CountedCost | None:
