@@ -70,8 +70,8 @@ def open_checkpointer(target: CheckpointTarget) -> Iterator[BaseCheckpointSaver[
 
         path = Path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(str(path), check_same_thread=False)) as conn:
-            yield SqliteSaver(conn)
+        with closing(sqlite3.connect(str(path), check_same_thread=False)) as file_conn:
+            yield SqliteSaver(file_conn)
         return
     try:
         import psycopg

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from transcripts import EndData, HeaderData, StoreCheckpointRef, TranscriptWriter, read_transcript
 
@@ -37,6 +37,9 @@ from atb_agent.tuners import (
     tool_definitions_sha256,
 )
 from harness.records import utc_now
+
+if TYPE_CHECKING:
+    from harness.store import SqliteStore
 from harness.tuning.subjects import Subject, load_subject
 
 
@@ -47,6 +50,19 @@ class CampaignPaths:
 
 
 TRANSCRIPTS_ENV = "ATB_TRANSCRIPTS_DIR"
+
+
+def open_results_store(url: str | Path) -> SqliteStore:
+    """The results store ``url`` names (a SQLite path or ``sqlite:///PATH``, or ``postgresql://...``),
+    typed as the SQLite store the campaign code takes: ``PostgresStore`` is its subclass, overriding only
+    the plumbing, so every campaign function works on either.
+
+    Raises:
+        StoreError: an unknown scheme, an unreachable server, a file that cannot be opened.
+    """
+    from harness.store import open_store
+
+    return cast("SqliteStore", open_store(url))
 
 
 def transcripts_home(store: str | Path, transcripts_dir: Path | str | None = None) -> Path:
@@ -111,7 +127,6 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
         ProviderError, ReplayDivergence: a model call failed; the campaign stays open for ``resume``.
         HarnessError: from the harness (unknown task, device unavailable...).
     """
-    from harness.store import open_store
     from harness.tuning.campaigns import CampaignRecorder
     from protocol import load_protocol
 
@@ -122,14 +137,14 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
     if parse_spec(tuner_spec).kind == "random":
         from harness.tuning.search import random_search_task
 
-        with open_store(store_file) as random_store:
+        with open_results_store(store_file) as random_store:
             return random_search_task(task, store=random_store, protocol=proto, budget=budget, seed=seed,
                                       backend=backend, campaign_id=resume,  # type: ignore[arg-type]
                                       preregistration_id=preregistration_id, arm=arm)
     subject = load_subject(task) if isinstance(task, (str, Path)) else task
     tuner = _tuner_for(tuner_spec, base_url)        # a bad spec or a missing key fails before anything is opened
     apply_arm_config(tuner, {k: v for k, v in (config or {}).items() if k in ARM_CONFIG_KEYS})
-    store = open_store(store_file)
+    store = open_results_store(store_file)
     svc = services or HarnessServices(backend)
     if isinstance(svc, BindsTask):
         svc.bind_task(subject)
@@ -229,4 +244,4 @@ def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evalua
 
 
 __all__ = ["BindsTask", "CampaignPaths", "CampaignServices", "HarnessServices", "default_paths", "run_campaign",
-           "task_brief", "transcripts_home"]
+           "open_results_store", "task_brief", "transcripts_home"]

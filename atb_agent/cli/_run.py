@@ -115,7 +115,7 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
         NotFound: ``resume`` names no stored run.
         HarnessError / AgentError: from the search or the tuner (exit 2 at the CLI).
     """
-    from harness.store import open_store
+    from atb_agent.campaign import open_results_store as open_store
     from protocol import load_protocol
 
     if budget <= 0:
@@ -144,7 +144,7 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
 
 
 def _run_payload(db: str, run_id: str) -> dict[str, Any]:
-    from harness.store import open_store
+    from atb_agent.campaign import open_results_store as open_store
     from harness.tuning.campaigns import get_iterations, summarize
 
     with open_store(db) as store:
@@ -310,7 +310,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from harness.science.prereg import (
         check_treatment_delivery, claimed_runs, decide, load_spec, record_outcome, register,
     )
-    from harness.store import open_store
+    from atb_agent.campaign import open_results_store as open_store
     from harness.store._open import store_kind
     from harness.tuning.campaigns import get_outcome
 
