@@ -288,8 +288,8 @@ def a1_start_arm() -> tuple[bool, str]:
     res = _relu_eval()
     svs = res.speedup_vs_start
     held = svs is not None and 0.5 < svs < 2.0 and res.correct
-    return held, (f"speedup_vs_start {svs} (829bcb1: 18.9x; honest ~1.0), verdict {res.verdict}, "
-                  f"confinement {res.confinement.get('candidate')}")
+    return held, (f"speedup_vs_start {svs} (829bcb1: 18.9x; honest ~1.0), verdict {res.verdict} "
+                  f"({res.reason[:160]}), confinement {res.confinement.get('candidate')}")
 
 
 def a13_roofline() -> tuple[bool, str]:
@@ -583,6 +583,15 @@ def main() -> int:
     for r in rows:
         ev = r["evidence"].replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {r['class']} | {r['attempt']} | {r['store']} | **{r['outcome']}** | {ev} | {r['s']} |")
+    lines += ["", "What this does not show:", "",
+              "- Only the red team's own techniques are re-tried, one attempt each (two where a store is involved);",
+              "  it is a regression check of these 15 classes, not a new red team.",
+              "- A known gap, by design and documented in `harness/store/_checkpoint.py`: a writer who rewrites the",
+              "  first row and deletes every checkpoint, verified with a key folder that never signed that store,",
+              "  sees a store that was never signed (every row reported unsigned; `--require-signed` fails it).",
+              "- Appended rows are not refused, only shown as unsigned: a store verified without `--require-signed`",
+              "  passes with them (class 6 and 7 hold only in that sense).",
+              "- Class 1 was run on CPU only; a start arm on CUDA was not attacked here."]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     shutil.rmtree(WORK, ignore_errors=True)
     return 0 if counts["broke"] == 0 and counts["error"] == 0 else 1
