@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from atb_agent.errors import CampaignError
+from harness.store._postgres import graph_checkpoint_migration
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -105,11 +106,7 @@ def _setup_once(conn: Any, saver: Any) -> None:
     latest = len(saver.MIGRATIONS) - 1
 
     def current() -> int | None:
-        row = conn.execute(f"SELECT to_regclass('{PG_SCHEMA}.checkpoint_migrations') IS NOT NULL AS there").fetchone()
-        if not row["there"]:
-            return None
-        got = conn.execute(f"SELECT max(v) AS v FROM {PG_SCHEMA}.checkpoint_migrations").fetchone()
-        return None if got["v"] is None else int(got["v"])
+        return graph_checkpoint_migration(conn, PG_SCHEMA)
 
     if current() == latest:
         return

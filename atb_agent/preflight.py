@@ -11,7 +11,6 @@ SQLite store byte-identical and adds no row to a PostgreSQL one.
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,53 +83,36 @@ def preflight_ab(spec: Any, *, db: str, backend: str, protocol: Any,
     return PreflightReport(ok=all(c.ok for c in checks), checks=checks)
 
 
-_CLAIMS_SQL = ("SELECT c.arm, c.seed, o.campaign_id IS NOT NULL FROM campaigns c LEFT JOIN campaign_outcomes o "
-               "ON o.campaign_id = c.id WHERE c.preregistration_id = {mark}")
-
-
 class StoredRegistration(BaseModel):
-    """A registration as the store holds it, read without writing: its digest, spec and claimed runs."""
+    """A registration as the store holds it, read without writing: its digest, spec and finished runs."""
 
     model_config = ConfigDict(frozen=True)
     spec_sha256: str
-    spec_json: str
+    spec: Any                            # the registered spec, decoded
     finished: list[tuple[str, int]]      # (arm, seed) with a finished campaign
 
 
 def stored_registration(reg_id: str, db: str) -> StoredRegistration | None:
-    """The registration ``reg_id`` in ``db`` read-only (SQLite opened ``mode=ro``; nothing created), or
-    None when the store or the registration does not exist or cannot be read (the store check says why)."""
-    from harness.store._open import sqlite_path, store_kind
+    """The registration ``reg_id`` in ``db``, read through a read-only store (SQLite opened so that no
+    byte changes beside the file; nothing created), or None when the store or the registration does not
+    exist or cannot be read (the store check says why)."""
+    from harness.store import open_read_only
 
     try:
-        if store_kind(db) == "sqlite":
-            path = sqlite_path(db)
-            if not path.is_file():
-                return None
-            conn = _read_only(path)
-            try:
-                reg = conn.execute("SELECT spec_sha256, spec_json FROM preregistrations WHERE id = ?",
-                                   (reg_id,)).fetchone()
-                rows = conn.execute(_CLAIMS_SQL.format(mark="?"), (reg_id,)).fetchall() if reg else []
-            finally:
-                conn.close()
-        else:
-            import psycopg
-
-            from harness.store._postgres import pg_dsn
-
-            with psycopg.connect(pg_dsn(db), autocommit=True, connect_timeout=10) as pg:
-                if pg.execute("SELECT to_regclass('preregistrations') IS NULL").fetchone() == (True,):
-                    return None
-                reg = pg.execute("SELECT spec_sha256, spec_json FROM preregistrations WHERE id = %s",
-                                 (reg_id,)).fetchone()
-                rows = pg.execute(_CLAIMS_SQL.format(mark="%s"), (reg_id,)).fetchall() if reg else []
+        store = open_read_only(db, follow_writers=False)
     except Exception:  # noqa: BLE001 - unreadable here means "not known"; the store check reports it
         return None
-    if reg is None:
+    try:
+        reg = store.preregistration(reg_id)
+        if reg is None:
+            return None
+        finished = [(str(c.arm), c.seed) for c in store.campaigns(preregistration_id=reg_id)
+                    if store.campaign_outcome(c.id) is not None]
+    except Exception:  # noqa: BLE001 - e.g. an empty PostgreSQL database has no tables yet
         return None
-    return StoredRegistration(spec_sha256=str(reg[0]), spec_json=str(reg[1]),
-                              finished=[(str(a), int(sd)) for a, sd, done in rows if done])
+    finally:
+        store.close()
+    return StoredRegistration(spec_sha256=reg.spec_sha256, spec=reg.spec, finished=finished)
 
 
 def _pending_arms(spec: Any, db: str) -> set[str] | None:
@@ -264,13 +246,11 @@ def _sqlite_writable(path: Path) -> Check:
         return Check(check="store", ok=True, detail=f"{path} will be created")
     if not path.is_file() or not os.access(path, os.R_OK | os.W_OK):
         return Check(check="store", ok=False, detail=f"--db {path} is not a writable file")
+    from harness.store import StoreUnavailable, open_read_only
+
     try:
-        conn = _read_only(path)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
+        open_read_only(path, follow_writers=False).close()
+    except StoreUnavailable as exc:
         return Check(check="store", ok=False, detail=f"--db {path} is not a SQLite database ({_line(exc)})")
     return Check(check="store", ok=True, detail=f"{path} is writable")
 
@@ -312,18 +292,6 @@ def _pg_writable(url: str) -> Check:
     except psycopg.Error as exc:
         return Check(check="store", ok=False, detail=f"cannot reach the results store {shown}: {_line(exc)}")
     return Check(check="store", ok=True, detail=f"{shown} is writable")
-
-
-def _read_only(path: Path) -> sqlite3.Connection:
-    """Open a SQLite store without changing a byte beside it. A plain ``mode=ro`` open of a WAL-mode
-    file creates its ``-wal`` and ``-shm`` files; with no ``-wal`` present nothing is pending, so the
-    file is opened ``immutable`` (no journal files at all). With one present (a writer is or was
-    there) the existing files are used as they are."""
-    from urllib.parse import quote
-
-    wal = path.with_name(path.name + "-wal")
-    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?{flags}", uri=True, timeout=10)
 
 
 def _line(exc: BaseException) -> str:

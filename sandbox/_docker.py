@@ -63,13 +63,18 @@ def docker_client(timeout_s: float = 60.0) -> Any:
     return client
 
 
+FSIZE_MARGIN_BYTES = 1 << 20
+
+
 def file_size_cap(limits: SandboxLimits) -> int:
     """RLIMIT_FSIZE of every sandboxed process: the larger of the workspace and /tmp caps.
 
     The caps are tmpfs sizes when this process may mount; without mount rights the workspace is a
     plain host directory, and this limit is what still bounds each file the sandbox writes there.
+    One MiB above the larger cap: at exactly the tmpfs size, a file filling an empty tmpfs met the size
+    limit first (SIGXFSZ, "File size limit exceeded") instead of the full disk the sandbox reports.
     """
-    return max(limits.workspace_max_bytes, limits.tmp_max_bytes)
+    return max(limits.workspace_max_bytes, limits.tmp_max_bytes) + FSIZE_MARGIN_BYTES
 
 
 def exec_environment(torch_mounted: bool, cpus: float) -> dict[str, str]:

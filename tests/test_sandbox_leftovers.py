@@ -108,7 +108,9 @@ def test_command_output_and_written_files_are_capped(box: Sandbox) -> None:
                  timeout_s=20)
     assert r.ok, r
     soft, hard = json.loads(r.stdout)
-    bound = max(box.limits.workspace_max_bytes, box.limits.tmp_max_bytes)
+    from sandbox._docker import FSIZE_MARGIN_BYTES
+
+    bound = max(box.limits.workspace_max_bytes, box.limits.tmp_max_bytes) + FSIZE_MARGIN_BYTES
     assert 0 < soft <= bound and 0 < hard <= bound
 
 

@@ -290,9 +290,7 @@ def _refuse_edit_first(spec: Any, db: str) -> None:
     stored = stored_registration(spec.id, db)
     if stored is None or stored.spec_sha256 == spec.digest:
         return
-    import json
-
-    changed = spec_differences(ABSpec.model_validate(json.loads(stored.spec_json)), spec)
+    changed = spec_differences(ABSpec.model_validate(stored.spec), spec)
     raise RegistrationEdited(
         f"A/B {spec.id} is already registered with digest {stored.spec_sha256[:16]}…; this spec hashes to "
         f"{spec.digest[:16]}…" + (f" (differs in {', '.join(changed)})" if changed else "")

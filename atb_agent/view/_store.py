@@ -1,11 +1,8 @@
 """Open the results store for reading only, and verify it off the request path.
 
-Why not :func:`harness.store.open_store`: its constructors create the schema in an empty file, switch the
-journal mode and register the running protocol, which are all writes, and ``atb view`` must never write
-to the store it shows. So the same :class:`SqliteStore` / ``PostgresStore`` read methods (the store
-protocol and its read models, :mod:`harness.store._read_models`) are used over a connection the database
-itself holds read-only: SQLite's ``mode=ro`` URI, PostgreSQL's ``default_transaction_read_only``. A
-write through it would be refused by the database, not merely avoided here.
+``atb view`` must never write to the store it shows: it reads through
+:func:`harness.store.open_read_only` (the store's own read methods over a connection the database keeps
+read-only).
 
 Why verification runs in a thread: ``atb store verify`` replays every row through the rules, seconds
 on a large store, while a page must render in well under a second. The index shows the newest result
@@ -14,69 +11,16 @@ and the chain head it covered; a moved head is verified again in the background.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.redact import redact
-from harness.store import ResultStore, SqliteStore, StoreError, StoreVerification, verify_path
+from harness.store import StoreError, StoreUnavailable, StoreVerification, open_read_only, verify_path
 from harness.store._open import sqlite_path, store_kind
-
-
-class StoreUnavailable(StoreError):
-    """The store named by ``--db`` does not exist or cannot be read (shown on the index, never raised to a page)."""
-
-
-def open_read_only(url: str) -> ResultStore:
-    """A store whose every read method works and whose connection the database keeps read-only.
-
-    Raises:
-        StoreUnavailable: no SQLite file at the path, a file that is not a database, or a server that
-            cannot be reached.
-    """
-    if store_kind(url) == "postgresql":
-        return _open_postgres(url)
-    path = sqlite_path(url)
-    if not path.is_file():
-        raise StoreUnavailable(f"no results store at {path}: nothing to show (run `atb run ... --db {path}` first)")
-    try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA schema_version").fetchone()   # fails here, not on a page, for a non-database
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"{path} cannot be read as a results store: {exc}") from exc
-    store = SqliteStore.__new__(SqliteStore)   # the constructor writes (schema, WAL, protocol); see module doc
-    store.path = path
-    store.conn = conn
-    store._specs = {}
-    return store
-
-
-def _open_postgres(url: str) -> ResultStore:
-    from harness.store._postgres import PgExecutor, PostgresStore, pg_dsn, redact
-
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise StoreUnavailable("the PostgreSQL store needs psycopg 3: pip install 'psycopg[binary]'") from exc
-    try:
-        conn = psycopg.connect(pg_dsn(url), autocommit=True, connect_timeout=30,
-                               options="-c default_transaction_read_only=on")
-    except psycopg.Error as exc:
-        raise StoreUnavailable(f"cannot connect to the results store {redact(url)}: {' '.join(str(exc).split())}") from exc
-    store = PostgresStore.__new__(PostgresStore)
-    store.url = url
-    store.path = redact(url)  # type: ignore[assignment]
-    store.conn = conn
-    store.x = PgExecutor(conn)
-    store._tx_head = None
-    store._specs = {}
-    return store
 
 
 class VerifyState(BaseModel):

@@ -8,6 +8,7 @@ from harness.store._protocol import ResultStore
 from harness.store._read_models import (CampaignRow, CeilingsSummary, IterationCounts, IterationRow, OutcomeRow,
                                         PreregistrationRow)
 from harness.store._open import open_store, store_kind
+from harness.store._read_only import StoreUnavailable, open_read_only
 from harness.store._checkpoint import (CHECKPOINT_KIND, Checkpoint, CheckpointError, CheckpointReport, newest_checkpoint,
                                        write_checkpoint)
 from harness.store._signing import KEY_DIR_ENV, CheckpointKeyError, default_key_dir
@@ -21,5 +22,5 @@ __all__ = ["CHECKPOINT_KIND", "CampaignEvidence", "Checkpoint", "campaign_eviden
            "DEFAULT_DB", "SCHEMA_VERSION", "CampaignRow", "CeilingsSummary", "IngestRejected", "IterationCounts",
            "IterationRow", "NotFound",
            "OutcomeRow", "PreregistrationRow", "ResultStore", "SqliteStore", "StoreError", "StoreProblem",
-           "StoreSchemaVersionError", "StoreTampered", "StoreVerification", "connect", "open_store", "schema_sql",
+           "StoreSchemaVersionError", "StoreTampered", "StoreUnavailable", "open_read_only", "StoreVerification", "connect", "open_store", "schema_sql",
            "store_kind", "verify_path"]

@@ -278,6 +278,25 @@ def redact(url: str) -> str:
     return f"{scheme}://{cred.split(':', 1)[0]}@{host}"
 
 
+def graph_checkpoint_migration(conn: Any, schema: str) -> int | None:
+    """The newest migration LangGraph's PostgreSQL checkpointer has run in ``schema`` of the results
+    store's server; None before its first set-up.
+
+    Why here: the graph checkpoints live on the same server as the results (a campaign resumes from
+    both), and every SQL statement the project writes lives in the store. ``conn`` is any psycopg 3
+    connection (its row factory is not relied on).
+    """
+    from psycopg import sql
+    from psycopg.rows import tuple_row
+
+    cur = conn.cursor(row_factory=tuple_row)
+    there = cur.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.checkpoint_migrations",)).fetchone()
+    if not (there and there[0]):
+        return None
+    got = cur.execute(sql.SQL("SELECT max(v) FROM {}.checkpoint_migrations").format(sql.Identifier(schema))).fetchone()
+    return None if got is None or got[0] is None else int(got[0])
+
+
 class PostgresStore(SqliteStore):
     """The results store on a PostgreSQL server (``postgresql://USER@HOST:PORT/DB``)."""
 
@@ -540,5 +559,5 @@ class PostgresStore(SqliteStore):
 _DUPLICATE_RULES = ("duplicate_key", "duplicate")
 
 
-__all__ = ["CHAIN_LOCK", "PG_MAX_SEQ_SQL", "PgExecutor", "PgRow", "PostgresStore", "head", "insert_chained_pg", "pg_dsn",
+__all__ = ["CHAIN_LOCK", "graph_checkpoint_migration", "PG_MAX_SEQ_SQL", "PgExecutor", "PgRow", "PostgresStore", "head", "insert_chained_pg", "pg_dsn",
            "pg_sql", "schema_pg_sql", "translate_pg"]
