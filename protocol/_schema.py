@@ -45,6 +45,10 @@ class CudaTimingParams(_Frozen):
     # launch-bound calls (host launch time >= this fraction of the event time) are timed by graph
     # replay too; 1.6.0 (JUSTIFICATION 10). The default keeps protocols before 1.6.0 loading unchanged.
     graph_replay_launch_bound: float = Field(default=float("inf"), gt=0)
+    # 1.7.0 (JUSTIFICATION 16): a graph holds as many calls as their static sets fit in
+    # graph_static_sets_max_bytes, up to graph_replays, and is taken only with at least this many.
+    # The default (graph_replays itself in effect) keeps protocols before 1.7.0 loading unchanged.
+    graph_replays_min: PositiveInt | None = None
 
 
 class CeilingParams(_Frozen):
@@ -107,6 +111,10 @@ class GateParams(_Frozen):
     anomaly_speedup: PositiveFloat
     physical_limit_slack: PositiveFloat
     physical_cpu_cache_factor: PositiveFloat
+    # 1.7.0 (JUSTIFICATION 16): what a time below the inputs' bytes does when those bytes were counted
+    # from a problem's inputs (not declared by its author): "reject" (the rule before 1.7.0) or
+    # "quarantine" (a candidate may read only part of inputs whose structure the problem states).
+    physical_counted_inputs: Literal["reject", "quarantine"] = "reject"
     escape_wall_over_timed_max: PositiveFloat
     escape_min_wall_ns: PositiveInt
     escape_side_cpu_max: PositiveFloat

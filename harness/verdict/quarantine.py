@@ -3,7 +3,9 @@
 A speedup above the anomaly threshold puts a verdict in quarantine (:mod:`harness.verdict.gates.anomaly`),
 and so does a time below what the *reference's* FLOPs take at the device's peak (protocol 1.6.0:
 :func:`harness.verdict.gates.physical.flop_trigger`; a candidate may honestly do less arithmetic, so
-that is a reason for this pass, never a rejection on its own).
+that is a reason for this pass, never a rejection on its own), and (1.7.0) a time below the read time
+of a problem's counted inputs (:func:`harness.verdict.gates.physical.input_trigger`: a stated structure
+may let it read part of them).
 It stays there, out of every headline, until this pass clears it. The pass re-measures the same
 candidate through the real evaluation path with:
 

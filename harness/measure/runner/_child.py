@@ -54,6 +54,7 @@ from harness.measure.runner._inputs import (TASK_DISTRIBUTION, TimedSets, finger
 from harness.measure.runner._inputs import FACTORY_INPUTS, make_inputs_noted  # noqa: E402
 from harness.measure.runner import _share  # noqa: E402
 from harness.measure.timing import _cpu  # noqa: E402
+from harness.measure.timing._cuda import graph_replays_fitting  # noqa: E402
 from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.measure.timing._clock import time_functions_intact  # noqa: E402
 from harness.measure.runner._serve import Handler, serve  # noqa: E402
@@ -802,18 +803,20 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
 
     The parent decides for every arm of a verdict together, so candidate and baseline are always timed
     by the same method: a ratio of a graph-replayed time to an event-timed one would mix device time
-    with launch overhead. A graph holds ``graph_replays`` calls, each on its own static set, refilled
-    before every replay; it is refused (events instead) when those sets would not fit the budget.
+    with launch overhead. A graph holds up to ``graph_replays`` calls, each on its own static set,
+    refilled before every replay: as many as those sets fit ``graph_static_sets_max_bytes`` (protocol
+    1.7.0: a launch-bound call on 128 MB inputs fits 8, not 32, and was timed by events, which read its
+    host launch), and it is refused (events instead) below ``graph_replays_min``.
     """
     S.graphs, S.static = None, []
     S.method = "cuda-events+l2flush"
     seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
     probe_error = ""
     if BACKEND == "cuda" and bool(cmd.get("graph")):
-        replays = int(CONFIG["cuda"]["graph_replays"])
         assert S.sets is not None
         one = _next_sets()[0]
-        if _nbytes(one) * replays <= S.graph_sets_max_bytes:
+        replays = graph_replays_fitting(_nbytes(one), CONFIG["cuda"], S.graph_sets_max_bytes)
+        if replays:
             S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "graph", replays)
             S.static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in one] for _ in range(replays)]
             S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _note(_forward(S.static[b])), replays, replays)
@@ -891,7 +894,7 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
             _refill_static(rep)
             rep_q[rep] = S.last_q
 
-        bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, int(CONFIG["cuda"]["graph_replays"]), capture, refill)
+        bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, len(S.static), capture, refill)
     elif BACKEND == "cuda":
         bt = _CUDA_TIMER.time_block(lambda r: _note(_forward(S.cur[0])), reps, capture, before,
                                     lambda r: checked_after())

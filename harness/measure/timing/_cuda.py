@@ -273,6 +273,15 @@ class CudaTimer:
                            method=f"cuda-graph(replays={replays})+l2flush", captured=captured, harness_ns=harness)
 
 
+def graph_replays_fitting(set_bytes: int, cuda: dict[str, Any], budget: int) -> int:
+    """Calls one graph holds: ``graph_replays``, or fewer so their static sets fit ``budget``; 0 (time by
+    events) when fewer than ``graph_replays_min`` fit (before 1.7.0 the minimum was ``graph_replays``)."""
+    most = int(cuda["graph_replays"])
+    least = int(cuda.get("graph_replays_min") or most)
+    fit = most if set_bytes <= 0 else min(most, budget // set_bytes)
+    return fit if fit >= min(least, most) else 0
+
+
 _WATCHED = ("torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.synchronize",
             "torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.stream",
             "torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.CUDAGraph.replay")

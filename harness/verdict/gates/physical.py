@@ -19,6 +19,15 @@ below the reference's FLOPs at the device's peak (:func:`flop_trigger`) is inste
 second look: the anomaly breaker (:mod:`harness.verdict.gates.anomaly`) quarantines such a verdict
 and the quarantine's extended pass (:mod:`harness.verdict.quarantine`: more seeds, every adversarial
 input, every gate, this byte floor included) decides it. It never rejects on its own.
+
+Why the inputs' bytes are a hard floor only when the task declares them (protocol 1.7.0,
+``gates.physical_counted_inputs: quarantine``; JUSTIFICATION 16): for a problem file the bytes are
+counted as its inputs plus its outputs, which assumes every input byte must be read. A problem that
+states structure in its inputs (rows sorted by ``get_inputs``) can be answered honestly from a part of
+them: on the H200 a sorted-row median by one gather per row (about 5 us) was rejected below the
+128 MB read floor. The output's bytes still must be written, so they stay the hard floor; a time below
+the counted inputs' bytes is a reason for the extended pass (:func:`input_trigger`), like the FLOPs.
+A task's author who declares its bytes states what any correct candidate must move: that stays hard.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from harness.verdict.gates._base import gate
 from protocol import Protocol
 
 NAME = "physical_limit"
+COUNTED_IO = "io:"   # harness.tasks._cost: bytes counted as a problem's inputs + outputs ("io:meta", "io:measured")
 
 _DTYPE_BYTES = {
     "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
@@ -98,6 +108,43 @@ def flop_trigger(evidence: Evidence, protocol: Protocol) -> str | None:
             "algebraic rewrite may honestly do; quarantined for the extended pass")
 
 
+def hard_floor_bytes(evidence: Evidence, protocol: Protocol) -> tuple[float | None, str]:
+    """The bytes no correct candidate can avoid moving, and what they are: the task's declared or counted
+    bytes, or (1.7.0) only the output's when the inputs' bytes were counted, not declared."""
+    nbytes = evidence.task_bytes if evidence.task_bytes is not None else output_bytes(evidence)
+    bytes_src, _ = figure_sources(evidence)
+    out = output_bytes(evidence)
+    if (protocol.gates.physical_counted_inputs == "quarantine" and evidence.task_bytes is not None
+            and evidence.task_bytes_source.startswith(COUNTED_IO) and out is not None and out < evidence.task_bytes):
+        return out, f"the reference output's size; the inputs' {evidence.task_bytes - out:.3g} bytes ({bytes_src}) " \
+                    "were counted, not declared, and are a quarantine trigger"
+    return nbytes, bytes_src
+
+
+def input_trigger(evidence: Evidence, protocol: Protocol) -> str | None:
+    """Why the candidate's time deserves the extended pass, or None: (1.7.0) its median is below the
+    time its counted inputs and outputs take at the measured bandwidth, though above the output's.
+
+    A problem may state structure that lets a candidate read part of its inputs (a gather from sorted
+    rows), so this is scrutiny, never a rejection: the anomaly breaker reads it and quarantines.
+    """
+    rate, t = bandwidth(evidence, protocol), evidence.candidate_median_ns
+    if rate is None or t is None or t <= 0 or not evidence.candidate_timed or evidence.task_bytes is None:
+        return None
+    hard, _ = hard_floor_bytes(evidence, protocol)
+    if hard is None or hard >= evidence.task_bytes:
+        return None
+    slack = protocol.gates.physical_limit_slack
+    floor_ns = evidence.task_bytes / rate * 1e9 / slack
+    if t >= floor_ns:
+        return None
+    bsrc, _ = figure_sources(evidence)
+    return (f"the candidate's median {t:.0f} ns is below the time its counted inputs and outputs "
+            f"({evidence.task_bytes:.3g} bytes, {bsrc}) take at {rate / 1e9:.3g} GB/s ({floor_ns:.0f} ns, slack "
+            f"{slack:g}): it reads less than every input, which a problem's stated structure may honestly "
+            "allow; quarantined for the extended pass")
+
+
 @gate(NAME)
 def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
     ceil = evidence.ceilings
@@ -110,8 +157,7 @@ def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], st
     t = evidence.candidate_median_ns
     if t is None or t <= 0:
         return ["no positive candidate time was measured, so the physical limit cannot be checked"], ""
-    nbytes = evidence.task_bytes if evidence.task_bytes is not None else output_bytes(evidence)
-    bytes_src, _ = figure_sources(evidence)
+    nbytes, bytes_src = hard_floor_bytes(evidence, protocol)
     if nbytes is None:
         return ["the task declares no bytes and no reference output size was recorded, so no floor can be "
                 "computed"], ""
@@ -124,4 +170,6 @@ def physical_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], st
                 "or done outside the timed region"], ""
     note = "; below the reference's FLOP time: quarantined for the extended pass" \
         if flop_trigger(evidence, protocol) else ""
+    if input_trigger(evidence, protocol):
+        note += "; below its counted inputs' read time: quarantined for the extended pass"
     return [], f"median {t:.0f} ns is above the floor {floor_ns:.0f} ns ({what}){note}"
