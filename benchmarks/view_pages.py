@@ -1,19 +1,20 @@
 """Time every page of ``atb view`` over a large store, and its live update after a new verdict.
 
     .venv/bin/python benchmarks/view_pages.py [--campaigns 100] [--iterations 20] [--repeat 5]
-        [--out benchmarks/results/view_cpu.md] [--no-browser]
+        [--out benchmarks/results/view_cpu.md] [--no-browser] [--pg-url postgresql://.../EMPTY_DB] [--note TEXT]
 
 Builds (with the project's own APIs: ``SqliteStore``, ``CampaignRecorder``, ``harness.science.prereg``,
 ``transcripts.TranscriptWriter``) a store of N campaigns x M iterations: native and KernelBench tasks,
-two tuners, one A/B registration with its outcome and delivery checkpoint, one sweep, a transcript, signed
-campaign ends. Then serves it with uvicorn exactly as ``atb view`` does and times each page over HTTP
+two tuners, one A/B registration with its outcome and delivery checkpoint and one never run, one sweep, a
+transcript, signed campaign ends (``--pg-url``: the same store again on a PostgreSQL server). Then serves it with uvicorn exactly as ``atb view`` does and times each page over HTTP
 (first, cold request and the median of the rest), and the live update: a verdict and its iteration are
 written to the store while a real Chromium (Playwright, Debian's ``chromium``) shows the campaign's page,
 and the time until the page shows the new iteration is measured (``--no-browser``: a client polling
 ``/api/status`` every second, as the page's script does, stands in).
 
 Targets (issue 31): every page under 300 ms; the live view updated within 2 s of a new verdict.
-``populate`` is also what ``tests/test_view.py`` and ``tests/test_view_browser.py`` build their stores with.
+``populate`` is also what ``tests/test_view.py``, ``tests/test_view_postgres.py`` and ``tests/test_view_browser.py``
+build their stores with.
 """
 
 from __future__ import annotations
@@ -30,23 +31,24 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.records import (DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict,  # noqa: E402
+from harness.records import (DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict,
                              sha256_text)
-from harness.store import SqliteStore  # noqa: E402
-from harness.tuning.campaigns import CampaignRecorder, IterationUsage  # noqa: E402
-from harness.verdict.gates import gate_names  # noqa: E402
-from protocol import load_protocol  # noqa: E402
+from harness.store import SqliteStore
+from harness.tuning.campaigns import CampaignRecorder, IterationUsage
+from harness.verdict.gates import gate_names
+from protocol import load_protocol
 
 PROTO = load_protocol()
 REF = PROTO.ref()
 CONFINED = "bwrap:userns+pidns+netns+ro-fs+capdrop+seccomp"
 KB_TASK = "kb:19_ReLU:0123456789ab"
+IDLE_URL = "http://127.0.0.1:8080/v1"
 
 
 def _verdict(store: SqliteStore, session: str, device: str, task: str, text: str, ratio: float | None,
@@ -149,8 +151,8 @@ def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int 
     return what was stored, for checks.
 
     Campaign 0 is an LLM campaign with a transcript; every fifth is on a KernelBench problem; the last two
-    are the A/B arms of one registration with an outcome; the campaigns 1..4 belong to one sweep; the
-    last campaign is left running (no outcome) so a live update can add to it.
+    are the A/B arms of one registration with an outcome; a second registration has no runs; the campaigns
+    1..4 belong to one sweep; the last campaign is left running (no outcome) so a live update can add to it.
     """
     from harness.science.prereg import (ABOutcome, ABSpec, DecisionRule, DeliveryCheck, UsabilityBars, ArmSpec,
                                         record_outcome, register)
@@ -171,6 +173,16 @@ def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int 
                       usability=UsabilityBars(ci_relative_halfwidth_max=PROTO.usability.ci_relative_halfwidth_max),
                       budget=iterations, seeds=[1], decision_rule=DecisionRule(min_seed_wins=1))
         reg = register(store, spec, PROTO, allow_draft=True)
+        # registered, never run: the A/B pages list it with its arms and "not run yet"
+        idle = ABSpec(id="ab-not-run-yet", hypothesis="a vectorisation hint in the prompt makes more iterations usable",
+                      task="relu", control=ArmSpec(name="control", tuner="openai:smollm2", base_url=IDLE_URL),
+                      treatment=ArmSpec(name="vector-hint", tuner="openai:smollm2", base_url=IDLE_URL,
+                                        config={"system_prompt_suffix": "VEC-HINT: prefer vectorised torch ops"}),
+                      differs="the system prompt ends with a vectorisation hint", treatment_marker="VEC-HINT",
+                      primary_metric="usable_iterations",
+                      usability=UsabilityBars(ci_relative_halfwidth_max=PROTO.usability.ci_relative_halfwidth_max),
+                      budget=iterations, seeds=[1, 2], decision_rule=DecisionRule(min_seed_wins=1))
+        out["idle_registration"] = register(store, idle, PROTO, allow_draft=True).id
         sweep_id = "sweep-view-bench"
         keys = [f"{sweep_id}|relu|random|{s}" for s in range(1, 5)]
         store.add_report("sweep", sweep_id, {"spec_sha256": sha256_text("view-bench-sweep"),
@@ -222,7 +234,7 @@ def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int 
 class Server:
     """``atb view``'s app under uvicorn on a free loopback port, in a thread."""
 
-    def __init__(self, db: Path, **config: Any) -> None:
+    def __init__(self, db: Path | str, **config: Any) -> None:
         import uvicorn
 
         from atb_agent.view import ViewConfig, create_app
@@ -234,7 +246,7 @@ class Server:
         self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Self:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started and time.monotonic() < deadline:
@@ -251,8 +263,10 @@ def pages(info: dict[str, Any]) -> dict[str, str]:
     vids = info["verdicts"][c0]
     return {"index": "/", "campaign": f"/campaign/{c0}", "iteration": f"/campaign/{c0}/iteration/{min(1, len(vids) - 1)}",
             "verdict": f"/verdict/{vids[min(2, len(vids) - 1)]}", "transcript": f"/campaign/{c0}/transcript",
-            "ab": "/ab", "kernelbench": "/kernelbench", "sweep": f"/sweep/{info['sweep']}",
-            "index live fragment": "/fragment/index", "status poll": "/api/status"}
+            "ab": "/ab", "ab registration, not run yet": f"/ab/{info['idle_registration']}",
+            "kernelbench": "/kernelbench", "sweep": f"/sweep/{info['sweep']}",
+            "index live fragment": "/fragment/index", "sweep live fragment": f"/fragment/sweep/{info['sweep']}",
+            "status poll": "/api/status"}
 
 
 def time_pages(base: str, paths: dict[str, str], repeat: int) -> dict[str, tuple[float, float, int]]:
@@ -275,10 +289,13 @@ def time_pages(base: str, paths: dict[str, str], repeat: int) -> dict[str, tuple
     return out
 
 
-def live_latency(db: Path, base: str, info: dict[str, Any], browser: bool) -> tuple[float, str]:
-    """Seconds from a new verdict's commit to the campaign page (or a 1 s poller) showing it."""
+def live_latency(db: Path | str, base: str, info: dict[str, Any], browser: bool) -> tuple[float, str]:
+    """Seconds from a new verdict's commit to the campaign page (or a 1 s poller) showing it (``db``: the
+    SQLite file, or a server store's URL)."""
+    from harness.store import open_store
+
     cid = info["running"]
-    store = SqliteStore(db)
+    store: Any = open_store(db) if isinstance(db, str) else SqliteStore(db)
     try:
         from harness.tuning.campaigns import CampaignRecorder as Rec
 
@@ -318,6 +335,34 @@ def live_latency(db: Path, base: str, info: dict[str, Any], browser: bool) -> tu
         store.close()
 
 
+def measure(db: Path | str, info: dict[str, Any], built: float, size: str, repeat: int,
+            browser: bool, transcripts: list[str]) -> list[str]:
+    """Serve ``db`` (a SQLite file or a server URL) as ``atb view`` does; time it; its Markdown lines."""
+    with Server(db, warm=False, transcripts=transcripts) as cold:   # nothing summarised before the first visit
+        cold.app.state.view.verifier.wait(600)
+        cold_index = time_pages(cold.url, {"index": "/"}, 1)["index"]
+    with Server(db, transcripts=transcripts) as srv:
+        t0 = time.monotonic()
+        verified = srv.app.state.view.verifier.wait(600)
+        verify_s = time.monotonic() - t0
+        results = time_pages(srv.url, pages(info), repeat)
+        latency, how = live_latency(db, srv.url, info, browser=browser)
+    lines = [(f"Store built in {built:.1f} s ({size}, chain head {verified.head_seq}); its full verification "
+              f"({verified.state}, {verified.rows_checked} rows) took {verify_s:.1f} s in the background thread, "
+              "while pages are served."), "",
+             "| page | path | first (ms) | median (ms) | size (KB) | under 300 ms |", "|---|---|---:|---:|---:|---|"]
+    paths = pages(info)
+    for name, (first, med, nbytes) in results.items():
+        ok = "yes" if max(first, med) < 300 else "NO"
+        lines.append(f"| {name} | `{paths[name]}` | {first:.1f} | {med:.1f} | {nbytes / 1024:.0f} | {ok} |")
+    lines.append(f"| index, no start-up warming (`warm=False`): every campaign summarised on this request | `/` | "
+                 f"{cold_index[0]:.1f} | {cold_index[1]:.1f} | {cold_index[2] / 1024:.0f} | "
+                 f"{'yes' if cold_index[0] < 300 else 'NO'} |")
+    lines += ["", (f"Live update: {latency:.2f} s from a new verdict's commit to the page showing its iteration "
+                   f"({how}). Target: under 2 s."), ""]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--campaigns", type=int, default=100)
@@ -325,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None, help="write a Markdown table here")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--pg-url", default=None,
+                    help="also build the store in this EMPTY PostgreSQL database and time the pages over it")
+    ap.add_argument("--note", default="", help="a sentence added to the machine line (e.g. what else ran)")
     args = ap.parse_args(argv)
+    load_at_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="atb-view-bench-"))
     os.environ.setdefault("ATB_KEY_DIR", str(work / "keys"))
     db = work / "atb.sqlite"
@@ -334,37 +383,34 @@ def main(argv: list[str] | None = None) -> int:
     built = time.monotonic() - t0
     print(f"built {args.campaigns} x {args.iterations} in {built:.1f} s: {db} ({db.stat().st_size / 1e6:.1f} MB)",
           file=sys.stderr)
-    with Server(db, warm=False) as cold:              # nothing summarised before the first visit
-        cold.app.state.view.verifier.wait(600)
-        cold_index = time_pages(cold.url, {"index": "/"}, 1)["index"]
-    with Server(db) as srv:
+    sections = [("SQLite", measure(db, info, built, f"{db.stat().st_size / 1e6:.1f} MB", args.repeat,
+                                   not args.no_browser, []))]
+    if args.pg_url:
+        from harness.redact import redact
+
+        pg_dir = work / "pg"
+        pg_dir.mkdir()
         t0 = time.monotonic()
-        verified = srv.app.state.view.verifier.wait(600)
-        verify_s = time.monotonic() - t0
-        results = time_pages(srv.url, pages(info), args.repeat)
-        latency, how = live_latency(db, srv.url, info, browser=not args.no_browser)
+        pg_info = populate(pg_dir / "atb.sqlite", args.campaigns, args.iterations, url=args.pg_url)
+        pg_built = time.monotonic() - t0
+        print(f"built on PostgreSQL in {pg_built:.1f} s", file=sys.stderr)
+        sections.append((f"PostgreSQL ({redact(args.pg_url)}, the server on this machine)",
+                         measure(args.pg_url, pg_info, pg_built, "PostgreSQL 15", args.repeat, not args.no_browser,
+                                 [str(pg_dir)])))
+    load = os.getloadavg()
     lines = [f"# `atb view` page times ({args.campaigns} campaigns x {args.iterations} iterations, CPU machine)", "",
-             f"Command: `.venv/bin/python benchmarks/view_pages.py --campaigns {args.campaigns} --iterations "
-             f"{args.iterations} --repeat {args.repeat}{' --no-browser' if args.no_browser else ''}"
-             f"{' --out ' + args.out if args.out else ''}`", "",
-             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}. "
-             f"Store built in {built:.1f} s ({db.stat().st_size / 1e6:.1f} MB, chain head {verified.head_seq}); "
-             f"its full verification ({verified.state}, {verified.rows_checked} rows) took {verify_s:.1f} s in the "
-             "background thread, while pages are served.", "",
-             "Times are over HTTP from a client on the same machine to uvicorn (the server `atb view` runs): the "
-             "first request after the server started (it summarises every campaign in a thread at start, "
-             "and verifies the store in another) and the median of the next "
-             f"{args.repeat}. Target: under 300 ms.", "",
-             "| page | path | first (ms) | median (ms) | size (KB) | under 300 ms |", "|---|---|---:|---:|---:|---|"]
-    paths = pages(info)
-    for name, (first, med, size) in results.items():
-        ok = "yes" if max(first, med) < 300 else "NO"
-        lines.append(f"| {name} | `{paths[name]}` | {first:.1f} | {med:.1f} | {size / 1024:.0f} | {ok} |")
-    lines.append(f"| index, no start-up warming (`warm=False`): every campaign summarised on this request | `/` | "
-                 f"{cold_index[0]:.1f} | {cold_index[1]:.1f} | {cold_index[2] / 1024:.0f} | "
-                 f"{'yes' if cold_index[0] < 300 else 'NO'} |")
-    lines += ["", f"Live update: {latency:.2f} s from a new verdict's commit to the page showing its iteration "
-                  f"({how}). Target: under 2 s.", ""]
+             (f"Command: `.venv/bin/python benchmarks/view_pages.py --campaigns {args.campaigns} --iterations "
+              f"{args.iterations} --repeat {args.repeat}{' --no-browser' if args.no_browser else ''}"
+              f"{' --pg-url postgresql://...' if args.pg_url else ''}{' --out ' + args.out if args.out else ''}`"), "",
+             (f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}; "
+              f"load average {load_at_start[0]:.2f} when the run started, {load[0]:.2f} at its end (1-minute)."
+              + (f" {args.note}" if args.note else "")), "",
+             ("Times are over HTTP from a client on the same machine to uvicorn (the server `atb view` runs): the "
+              "first request after the server started (it summarises every campaign in a thread at start, "
+              "and verifies the store in another) and the median of the next "
+              f"{args.repeat}. Target: under 300 ms."), ""]
+    for title, body in sections:
+        lines += [f"## {title}", "", *body]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -68,7 +68,7 @@ def test_index_shows_verification_first_and_every_campaign(client: TestClient, b
     assert "running" in text                       # the last campaign has no outcome
     with SqliteStore(db) as store:
         s = summarize(store, info["campaigns"][0])
-    row = re.search(rf'data-campaign="{info["campaigns"][0]}".*?</tr>', html, re.S)
+    row = re.search(rf'data-campaign="{info["campaigns"][0]}".*?</tr>', html, re.DOTALL)
     assert row is not None and f"{s.best_speedup:.3f}x" in row.group(0)
     assert re.search(r"protocol \S+ [0-9a-f]{12}", _text(row.group(0)))
 
@@ -80,7 +80,7 @@ def test_campaign_page_numbers_match_the_store(client: TestClient, built: tuple[
     with SqliteStore(db) as store:
         its = get_iterations(store, cid)
     for it in its:
-        row = re.search(rf'<tr id="i{it.idx}".*?</tr>', html, re.S)
+        row = re.search(rf'<tr id="i{it.idx}".*?</tr>', html, re.DOTALL)
         assert row is not None
         shown = re.search(r'data-field="speedup">([^<]*)<', row.group(0))
         assert shown is not None
@@ -146,6 +146,92 @@ def test_ab_delivery_checkpoint_and_kernelbench_table(client: TestClient, built:
         assert f'href="/campaign/{run.id}"' in kb and f"<th>{run.arm or run.tuner_spec}</th>" in kb
 
 
+def test_registration_without_runs_shows_arms_digest_and_not_run_yet(client: TestClient,
+                                                                      built: tuple[Path, dict[str, Any]]) -> None:
+    db, info = built
+    rid = info["idle_registration"]
+    with SqliteStore(db) as store:
+        row = store.preregistration(rid)
+        assert row is not None and not store.campaigns(rid)
+    html = client.get(f"/ab/{rid}").text
+    text = _text(html)
+    assert row.spec_sha256[:16] in html and re.search(r"protocol \S+ [0-9a-f]{12}", text)
+    assert 'data-delivery="not-run"' in html and "not run yet" in text
+    for role in ("control", "treatment"):
+        arm = row.spec[role]
+        line = re.search(rf'<tr data-arm="{arm["name"]}">.*?</tr>', html, re.DOTALL)
+        assert line is not None, role
+        shown = _text(line.group(0))
+        assert role in shown and arm["tuner"] in shown and arm["base_url"] in shown and "0 / 2" in shown
+    assert "VEC-HINT: prefer vectorised torch ops" in html                 # the treatment's config
+    # the index lists registrations with where their delivery checkpoint stands
+    index = client.get("/").text
+    reg = re.search(rf'<tr data-registration="{info["registration"]}">.*?</tr>', index, re.DOTALL)
+    assert reg is not None and 'data-delivery="not-delivered"' in reg.group(0)
+
+
+def test_delivery_checkpoint_states() -> None:
+    from atb_agent.view._data import _delivery_state, provenance
+    from atb_agent.view._models import CampaignCard
+
+    def card(i: int, outcome: str | None) -> CampaignCard:
+        return CampaignCard(id=f"run-{i}", task_id="relu", kind="kernel", tuner_spec="t", seed=i, budget=2, arm="a",
+                            preregistration_id="r", sweep_id=None, created_at="", recorded=2, usable=0,
+                            outcome=outcome, best_speedup=None, best_ci=None, best_idx=None,
+                            provenance=provenance(None, None))
+
+    def outcome(delivered: bool, status: str) -> dict[str, Any]:
+        return {"subject": "r", "created_at": "t", "body": {"status": status, "delivery": {"delivered": delivered}}}
+
+    assert _delivery_state([], [], owed=4) == ("not-run", "not run yet")
+    assert _delivery_state([], [card(1, "completed"), card(2, None)], owed=4)[0] == "running"
+    assert _delivery_state([], [card(i, "completed") for i in range(4)], owed=4)[0] == "undecided"
+    assert _delivery_state([outcome(True, "inconclusive")], [], owed=4)[0] == "delivered"
+    state, text = _delivery_state([outcome(True, "x"), outcome(False, "void")], [], owed=4)   # the newest counts
+    assert state == "not-delivered" and "void" in text
+
+
+def test_ab_list_names_every_registration_it_can_find(tmp_path: Path) -> None:
+    """A registration no campaign claims and no outcome names is listed when the store lists registrations,
+    or (until it does) when its spec file is in protocol/preregistrations/; the page says which."""
+    from harness.science.prereg import load_spec, register
+
+    from atb_agent.view._data import PREREG_DIR
+
+    db = tmp_path / "atb.sqlite"
+    info = vp.populate(db, campaigns=4, iterations=2)
+    spec = load_spec(PREREG_DIR / "example-hint-ab.yaml")
+    with SqliteStore(db) as store:
+        register(store, spec, vp.PROTO, allow_draft=True)
+        complete = callable(getattr(store, "preregistrations", None))
+    with TestClient(create_app(ViewConfig(db=str(db), warm=False))) as c:
+        html = c.get("/ab").text
+    assert f'id="reg-{spec.id}"' in html and f'id="reg-{info["registration"]}"' in html
+    section = re.search(rf'id="reg-{spec.id}".*?</section>', html, re.DOTALL)
+    assert section is not None and 'data-delivery="not-run"' in section.group(0)
+    assert spec.digest[:16] in section.group(0)
+    if complete:
+        assert f'id="reg-{info["idle_registration"]}"' in html and "Every registration in this store" in html
+    else:
+        assert "lists no others yet" in html
+
+
+def test_sweep_page_is_live(client: TestClient, built: tuple[Path, dict[str, Any]]) -> None:
+    db, info = built
+    sid = info["sweep"]
+    html = client.get(f"/sweep/{sid}").text
+    assert f'data-live="/fragment/sweep/{sid}"' in html
+    fragment = client.get(f"/fragment/sweep/{sid}").text
+    with SqliteStore(db) as store:
+        mine = [c for c in store.campaigns() if c.config.get("sweep_id") == sid]
+        iterations = sum(len(get_iterations(store, c.id)) for c in mine)
+    assert re.search(rf'data-field="started">{len(mine)}<', fragment)
+    assert re.search(rf'data-field="iterations">{iterations}<', fragment)
+    assert re.search(r"protocol \S+ [0-9a-f]{12}", _text(fragment))
+    for c in mine:
+        assert f'data-campaign="{c.id}"' in fragment
+
+
 def test_unknown_ids_are_404_pages(client: TestClient) -> None:
     for path in ("/campaign/run-nope", "/verdict/nope", "/ab/nope", "/sweep/nope", "/campaign/run-nope/iteration/3"):
         r = client.get(path)
@@ -161,6 +247,28 @@ def test_missing_store_is_shown_as_such(tmp_path: Path) -> None:
         r = c.get("/campaign/x")
         assert r.status_code == 503 and "no results store" in r.text
     assert not (tmp_path / "absent.sqlite").exists()                     # never created
+
+
+@pytest.mark.parametrize("kind", ["not a database", "another program's database"])
+def test_foreign_file_is_shown_as_such(tmp_path: Path, kind: str) -> None:
+    db = tmp_path / "atb.sqlite"
+    if kind == "not a database":
+        db.write_text("this is not a results store\n" * 100)
+    else:
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE notes (x TEXT)")
+        conn.commit()
+        conn.close()
+    before = db.read_bytes()
+    app = create_app(ViewConfig(db=str(db), warm=False))
+    assert app.state.view.verifier.wait(30).state != "verified"
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/")
+        assert r.status_code == 200 and "Traceback" not in r.text
+        assert 'data-state="verified' not in r.text
+        assert 'id="read-problem"' in r.text or 'id="open-problem"' in r.text
+        assert c.get("/ab").status_code in (500, 503)
+    assert db.read_bytes() == before
 
 
 def test_tampered_store_is_shown_as_such(tmp_path: Path) -> None:

@@ -117,6 +117,16 @@ def test_walk_index_campaign_iteration_transcript(served: tuple[Path, dict[str, 
     assert page.locator("li.rec.tool_call").count() == len(its)
     page.screenshot(path=str(artefacts / "4-transcript.png"), full_page=True)
 
+    page.goto(url + f"/ab/{info['idle_registration']}")             # registered, never run
+    idle = page.locator(f'section[id="reg-{info["idle_registration"]}"]')
+    with SqliteStore(db) as store:
+        reg = store.preregistration(info["idle_registration"])
+    assert reg is not None
+    assert idle.locator(".delivery-state").get_attribute("data-delivery") == "not-run"
+    assert "not run yet" in idle.locator(".delivery-state").inner_text()
+    assert idle.locator("table.arms tbody tr").count() == 2
+    assert reg.spec_sha256[:16] in idle.inner_text()
+    page.screenshot(path=str(artefacts / "5-ab-not-run.png"), full_page=True)
     for name, path in (("5-ab.png", f"/ab/{info['registration']}"), ("6-kernelbench.png", "/kernelbench")):
         page.goto(url + path)
         page.screenshot(path=str(artefacts / name), full_page=True)

@@ -89,7 +89,8 @@ class ViewState:
         self.verifier = Verifier(config.db, config.key_dir)
         self._lock = threading.Lock()
         self._data: ViewData | None = None
-        self.open_problem = ""
+        self.open_problem = ""            # why the store cannot be opened ("" when it is open)
+        self.read_problem = ""            # why the open store's chain head could not be read, last time
         folders = [Path(f) for f in config.transcripts]
         beside = describe_path(config.db)
         if beside is not None:
@@ -119,20 +120,47 @@ class ViewState:
             data = self.data()
             if data is not None:
                 data.campaign_cards()
-        except Exception:  # noqa: BLE001 - warming is an optimisation; the page shows any real failure
+        except Exception:  # noqa: BLE001, S110 - warming is an optimisation; the page shows any real failure
             pass
 
     def head(self) -> tuple[int, str]:
+        """The store's chain head; (0, "") when it cannot be read, with why in ``read_problem``. A failed
+        read drops the connection, so the next request opens the store again: a server that went away is
+        shown as unreachable, and picked up again once it is back."""
         data = self.data()
         if data is None:
             return 0, ""
-        return data.head()
+        try:
+            head = data.head()
+        except Exception as exc:  # noqa: BLE001 - a page shows what went wrong, never a traceback
+            self.read_problem = one_line(exc)
+            self.drop(data)
+            return 0, ""
+        self.read_problem = ""
+        return head
+
+    def drop(self, data: ViewData) -> None:
+        """Close ``data``'s connection (once no page reads through it) unless it was replaced already."""
+        with self._lock:
+            if self._data is not data:
+                return
+            self._data = None
+        with data.lock:
+            try:
+                data.store.close()
+            except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is dropped anyway
+                pass
 
     def close(self) -> None:
         with self._lock:
             if self._data is not None:
                 self._data.store.close()
                 self._data = None
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception as one line for a page (type, then its message with whitespace folded)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
 
 
 def _fmt_x(value: float | None, digits: int = 3) -> str:
@@ -161,6 +189,7 @@ def create_app(config: ViewConfig) -> Starlette:
     def page(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         head_seq, head_hash = state.head()
         state.verifier.request(head_seq)
+        ctx.setdefault("read_problem", state.read_problem)
         html = env.get_template(name).render(
             request=request, verify=state.verifier.result, head_seq=head_seq, head_hash=head_hash,
             store=redact(config.db), poll_ms=config.poll_ms,
@@ -170,11 +199,14 @@ def create_app(config: ViewConfig) -> Starlette:
     def index_context() -> dict[str, Any]:
         data = state.data()
         if data is None:
-            return {"cards": [], "sweeps": [], "regs": 0, "kb": 0}
-        cards = data.campaign_cards()
-        return {"cards": cards, "sweeps": data.sweeps(cards),
-                "regs": len({c.preregistration_id for c in cards if c.preregistration_id}),
-                "kb": sum(1 for c in cards if c.task_id.startswith("kb:"))}
+            return {"cards": [], "sweeps": [], "regs": [], "kb": 0}
+        try:
+            cards = data.campaign_cards()
+            regs, complete = data.registrations(cards)
+            return {"cards": cards, "sweeps": data.sweeps(cards), "regs": regs, "regs_complete": complete,
+                    "kb": sum(1 for c in cards if c.task_id.startswith("kb:"))}
+        except Exception as exc:  # noqa: BLE001 - the first page says why, under the verification result
+            return {"cards": [], "sweeps": [], "regs": [], "kb": 0, "read_problem": one_line(exc)}
 
     def index(request: Request) -> Response:
         return page(request, "index.html", **index_context())
@@ -237,29 +269,34 @@ def create_app(config: ViewConfig) -> Starlette:
 
     def ab_list(request: Request) -> Response:
         data = state.require()
-        cards = data.campaign_cards()
-        return page(request, "ab.html", regs=data.registrations(cards), one=False)
+        regs, complete = data.registrations(data.campaign_cards())
+        return page(request, "ab.html", regs=regs, one=False, complete=complete)
 
     def ab_one(request: Request) -> Response:
         data = state.require()
         reg = data.registration(request.path_params["rid"], data.campaign_cards())
         if reg is None:
             raise NotFound(f"no registration {request.path_params['rid']!r} in this store")
-        return page(request, "ab.html", regs=[reg], one=True)
+        return page(request, "ab.html", regs=[reg], one=True, complete=True)
 
     def kernelbench(request: Request) -> Response:
         data = state.require()
         rows, arms = data.kernelbench(data.campaign_cards())
         return page(request, "kernelbench.html", rows=rows, arms=arms)
 
-    def sweep(request: Request) -> Response:
+    def sweep_context(sid: str) -> dict[str, Any]:
         data = state.require()
         cards = data.campaign_cards()
-        sid = request.path_params["sid"]
         found = [s for s in data.sweeps(cards) if s.id == sid]
         if not found:
             raise NotFound(f"no sweep {sid!r} in this store")
-        return page(request, "sweep.html", s=found[0], cards=[c for c in cards if c.sweep_id == sid])
+        return {"s": found[0], "cards": [c for c in cards if c.sweep_id == sid]}
+
+    def sweep(request: Request) -> Response:
+        return page(request, "sweep.html", **sweep_context(request.path_params["sid"]))
+
+    def sweep_fragment(request: Request) -> Response:
+        return page(request, "_sweep_live.html", **sweep_context(request.path_params["sid"]))
 
     def plotly(request: Request) -> Response:
         if plotly_js is None:
@@ -274,7 +311,7 @@ def create_app(config: ViewConfig) -> Starlette:
         return page(request, "error.html", status=code, title=f"HTTP {code}", message=str(getattr(exc, "detail", exc)))
 
     async def internal(request: Request, exc: Exception) -> Response:
-        msg = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+        msg = one_line(exc)
         try:
             return page(request, "error.html", status=500, title="This page could not be read from the store",
                         message=msg)
@@ -286,7 +323,7 @@ def create_app(config: ViewConfig) -> Starlette:
         Route("/campaign/{cid}", campaign), Route("/fragment/campaign/{cid}", campaign_fragment),
         Route("/campaign/{cid}/iteration/{idx:int}", iteration), Route("/campaign/{cid}/transcript", transcript),
         Route("/verdict/{vid}", verdict), Route("/ab", ab_list), Route("/ab/{rid}", ab_one),
-        Route("/kernelbench", kernelbench), Route("/sweep/{sid}", sweep),
+        Route("/kernelbench", kernelbench), Route("/sweep/{sid}", sweep), Route("/fragment/sweep/{sid}", sweep_fragment),
         Route("/static/plotly.min.js", plotly),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -13,16 +13,21 @@ import difflib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from harness.records import GateResult
 from harness.store import CampaignRow, IterationRow, NotFound, ResultStore
 from harness.tuning.campaigns import best_so_far, get_iterations
+import protocol
 from protocol import is_released_digest
 
-from atb_agent.view._models import (ABView, CampaignCard, DiffLine, GateLine, IterationView, KBCell, KBRow,
+from atb_agent.view._models import (ABView, ArmLine, CampaignCard, DiffLine, GateLine, IterationView, KBCell, KBRow,
                                     Provenance, SweepCard, VerdictView)
 
+AB_OUTCOME = "ab_outcome"             # harness.science.prereg.record_outcome's report kind
+LIST_REGISTRATIONS = "preregistrations"  # the store listing method used once a store offers it
+PREREG_DIR = Path(protocol.__file__).resolve().parent / "preregistrations"
 SWEEP_REPORT = "sweep"                 # atb_agent.sweep._ledger.SWEEP_KIND (not imported: Ray stays unloaded)
 SWEEP_CONFIG_KEY = "sweep_id"
 KERNELBENCH_PREFIX = "kb:"             # harness.tasks: a KernelBench file's task id is kb:<stem>:<digest>
@@ -54,6 +59,7 @@ class ViewData:
         self.lock = threading.RLock()
         self._cards: dict[tuple[str, int, str | None], CampaignCard] = {}
         self._signed: tuple[tuple[int, str], int | None] | None = None
+        self._spec_ids: list[str] | None = None      # read once: the checkout's spec files, not the store
 
     def signed_seq(self) -> int | None:
         """The chain_seq the newest trusted checkpoint signs (None: none), cached per chain head: checking
@@ -207,33 +213,51 @@ class ViewData:
                 return None
 
     # ------------------------------------------------------------------ A/B and KernelBench
-    def registrations(self, cards: list[CampaignCard]) -> list[ABView]:
-        """Registrations that a campaign claims or an A/B outcome names (the store lists no others)."""
+    def registrations(self, cards: list[CampaignCard]) -> tuple[list[ABView], bool]:
+        """The registrations to list, newest first, and whether that is every registration in the store.
+
+        Why not always every one: the store's read API (:class:`harness.store.ResultStore`) has
+        ``preregistration(id)`` but no listing, and only ``harness/store`` may hold SQL. Until a store offers
+        ``preregistrations()`` (used here as soon as it does), a registration is found when a campaign claims
+        it, an A/B outcome names it, or its spec file is in ``protocol/preregistrations/`` and the store holds
+        that id; the A/B page says which.
+        """
         with self.reading() as s:
-            outcomes = s.reports("ab_outcome")
-        ids = sorted({c.preregistration_id for c in cards if c.preregistration_id}
-                     | {str(o["subject"]) for o in outcomes})
-        out: list[ABView] = []
-        for rid in ids:
-            view = self.registration(rid, cards, outcomes)
-            if view is not None:
-                out.append(view)
-        return out
+            outcomes = s.reports(AB_OUTCOME)
+            lister = getattr(s, LIST_REGISTRATIONS, None)
+            complete = callable(lister)
+            if callable(lister):
+                ids = {str(getattr(r, "id", r)) for r in lister()}
+            else:
+                if self._spec_ids is None:
+                    self._spec_ids = registered_spec_ids()
+                ids = ({c.preregistration_id for c in cards if c.preregistration_id}
+                       | {str(o["subject"]) for o in outcomes}
+                       | {i for i in self._spec_ids if s.preregistration(i) is not None})
+        out = [v for v in (self.registration(rid, cards, outcomes) for rid in sorted(ids)) if v is not None]
+        return sorted(out, key=lambda r: (r.created_at, r.id), reverse=True), complete
 
     def registration(self, reg_id: str, cards: list[CampaignCard],
                      outcomes: list[dict[str, Any]] | None = None) -> ABView | None:
+        """One registration with its arms, its claiming campaigns and where its delivery checkpoint stands;
+        None when the store holds no such id."""
         with self.reading() as s:
             row = s.preregistration(reg_id)
             if outcomes is None:
-                outcomes = s.reports("ab_outcome", reg_id)
+                outcomes = s.reports(AB_OUTCOME, reg_id)
         if row is None:
             return None
         spec = row.spec if isinstance(row.spec, dict) else {"spec": row.spec}
+        mine = sorted([c for c in cards if c.preregistration_id == reg_id], key=lambda c: (c.seed, c.arm or ""))
+        seeds = [int(x) for x in spec.get("seeds") or [] if isinstance(x, int)]
+        arms = [_arm_line(role, spec.get(role), mine) for role in ("control", "treatment")]
+        reg_outcomes = [o for o in outcomes if o["subject"] == reg_id]
+        delivery, text = _delivery_state(reg_outcomes, mine, owed=len(seeds) * 2)
+        budget = spec.get("budget")
         return ABView(id=row.id, spec=spec, spec_sha256=row.spec_sha256, created_at=row.created_at,
-                      provenance=provenance(row.protocol_version, row.protocol_sha256),
-                      campaigns=sorted([c for c in cards if c.preregistration_id == reg_id],
-                                       key=lambda c: (c.seed, c.arm or "")),
-                      outcomes=[o for o in outcomes if o["subject"] == reg_id])
+                      provenance=provenance(row.protocol_version, row.protocol_sha256), campaigns=mine,
+                      outcomes=reg_outcomes, arms=arms, seeds=seeds,
+                      budget=budget if isinstance(budget, int) else None, delivery=delivery, delivery_text=text)
 
     @staticmethod
     def kernelbench(cards: list[CampaignCard]) -> tuple[list[KBRow], list[str]]:
@@ -253,6 +277,52 @@ class ViewData:
         return sorted(rows.values(), key=lambda r: r.problem), sorted(arms)
 
 
+def registered_spec_ids(folder: Path | None = None) -> list[str]:
+    """The ids of the A/B spec files in ``protocol/preregistrations/`` (a file that does not parse is
+    skipped: it is a candidate for registration, not a stored fact)."""
+    import yaml
+
+    folder = folder or PREREG_DIR
+    ids: list[str] = []
+    for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("id"), str):
+            ids.append(doc["id"])
+    return ids
+
+
+def _arm_line(role: Literal["control", "treatment"], arm: Any, campaigns: list[CampaignCard]) -> ArmLine:
+    arm = arm if isinstance(arm, dict) else {}
+    name = str(arm.get("name") or role)
+    claimed = [c for c in campaigns if c.arm == name]
+    config = arm.get("config")
+    base_url = arm.get("base_url")
+    return ArmLine(role=role, name=name, tuner=str(arm.get("tuner") or ""),
+                   config=config if isinstance(config, dict) else {},
+                   base_url=base_url if isinstance(base_url, str) else None,
+                   runs=len(claimed), finished=sum(1 for c in claimed if c.outcome is not None))
+
+
+def _delivery_state(outcomes: list[dict[str, Any]], campaigns: list[CampaignCard], owed: int
+                    ) -> tuple[Literal["not-run", "running", "undecided", "delivered", "not-delivered"], str]:
+    """Where a registration's treatment-delivery checkpoint stands (see :class:`ABView`)."""
+    if outcomes:
+        body = outcomes[-1]["body"] if isinstance(outcomes[-1]["body"], dict) else {}
+        delivery = body.get("delivery")
+        if isinstance(delivery, dict) and delivery.get("delivered"):
+            return "delivered", f"delivered (outcome {body.get('status', '?')}, {outcomes[-1]['created_at']})"
+        return "not-delivered", f"NOT delivered: comparison void (outcome {body.get('status', '?')})"
+    if not campaigns:
+        return "not-run", "not run yet"
+    finished = sum(1 for c in campaigns if c.outcome is not None)
+    if owed and finished >= owed:
+        return "undecided", f"all {owed} arm campaigns finished; not checked yet (run `atb ab` to decide)"
+    return "running", f"arms running: {finished} of {owed or len(campaigns)} campaigns finished; not checked yet"
+
+
 def source_diff(before: str | None, after: str | None, context: int = 3) -> list[DiffLine]:
     """The candidate's source against the previous iteration's, as a unified diff (all added when first)."""
     if after is None:
@@ -269,4 +339,4 @@ def source_diff(before: str | None, after: str | None, context: int = 3) -> list
     return out
 
 
-__all__ = ["KERNELBENCH_PREFIX", "ViewData", "confinement_label", "provenance", "source_diff"]
+__all__ = ["KERNELBENCH_PREFIX", "ViewData", "confinement_label", "provenance", "registered_spec_ids", "source_diff"]

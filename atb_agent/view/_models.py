@@ -7,7 +7,7 @@ cannot be rendered without the flags the store recorded for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -159,8 +159,26 @@ class TranscriptView(_View):
     model_turns: int = 0
 
 
+class ArmLine(_View):
+    """One arm of a registration as registered (its tuner, options and endpoint are part of the digest),
+    and how many of the campaigns it owes (one per registered seed) are stored and finished."""
+
+    role: Literal["control", "treatment"]
+    name: str
+    tuner: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    base_url: str | None = None
+    runs: int = 0                     # campaigns claiming this arm
+    finished: int = 0                 # of which have an outcome
+
+
 class ABView(_View):
-    """A pre-registration, the campaigns claiming it, and its recorded outcomes with their delivery check."""
+    """A pre-registration, the campaigns claiming it, and its recorded outcomes with their delivery check.
+
+    ``delivery`` is where its treatment-delivery checkpoint stands: ``not-run`` (no arm has a campaign
+    yet), ``running`` (arms' campaigns stored, not all finished), ``undecided`` (every owed campaign
+    finished, no outcome recorded yet), ``delivered`` / ``not-delivered`` (the newest outcome's check).
+    """
 
     id: str
     spec: dict[str, Any]
@@ -169,6 +187,11 @@ class ABView(_View):
     provenance: Provenance
     campaigns: list[CampaignCard]
     outcomes: list[dict[str, Any]]
+    arms: list[ArmLine] = Field(default_factory=list)
+    seeds: list[int] = Field(default_factory=list)
+    budget: int | None = None
+    delivery: Literal["not-run", "running", "undecided", "delivered", "not-delivered"] = "not-run"
+    delivery_text: str = "not run yet"
 
 
 class KBCell(_View):
@@ -188,5 +211,5 @@ class KBRow(_View):
     cells: dict[str, list[KBCell]]
 
 
-__all__ = ["ABView", "CampaignCard", "DiffLine", "GateLine", "IterationView", "KBCell", "KBRow", "Provenance",
+__all__ = ["ABView", "ArmLine", "CampaignCard", "DiffLine", "GateLine", "IterationView", "KBCell", "KBRow", "Provenance",
            "SweepCard", "TranscriptLine", "TranscriptView", "VerdictView"]
