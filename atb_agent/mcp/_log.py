@@ -20,6 +20,7 @@ from transcripts._chain import TranscriptWriter
 from transcripts._records import GENESIS, record_hash
 
 from atb_agent.errors import AgentError
+from atb_agent.mcp._workspace import WORKSPACE_CHANGERS
 
 MCP_LOG_FORMAT: Literal["atb-mcp-log/1"] = "atb-mcp-log/1"
 
@@ -90,15 +91,23 @@ class ToolCallRecord(_Data):
     duration_s: float
     submitted_files: dict[str, str] | None = None
     verdict: dict[str, Any] | None = None
+    workspace_sha256: str | None = Field(
+        default=None, description="for a call that can change the workspace and ran: the digest of the workspace's "
+                                  "regular files after it (``manifest_sha256``), as kept in the workspace folder")
 
 
 class ResumeRecord(_Data):
-    """The server was started again on an unfinished campaign; the workspace was rebuilt from the
-    ``write_file``/``edit_file``/``set_flags`` calls logged before this record."""
+    """Another server process took the campaign up (``--resume``, a client passing ``campaign``, or a
+    per-call client's next call). ``workspace`` says how its fresh sandbox got the workspace: ``kept``
+    (loaded from the workspace folder, whose digest was the last one logged) or ``rebuilt`` (the
+    ``write_file``/``edit_file``/``set_flags`` calls logged before this record, re-applied in order)."""
 
     resumed_at: str
     iterations_recorded: int
     restored_calls: int
+    workspace: Literal["kept", "rebuilt"] = "rebuilt"
+    workspace_sha256: str | None = None
+    why_rebuilt: str = ""
 
 
 class EndRecord(_Data):
@@ -196,13 +205,31 @@ class CallLog:
 
     def segments(self) -> list[list[ToolCallRecord]]:
         """The tool calls split at each ``resume`` record: each segment ran in a workspace of its own."""
-        out: list[list[ToolCallRecord]] = [[]]
+        return [calls for _, calls in self.resumed_segments()]
+
+    def resumed_segments(self) -> list[tuple[ResumeRecord | None, list[ToolCallRecord]]]:
+        """Like :meth:`segments`, each with the ``resume`` record that started it (None for the first)."""
+        out: list[tuple[ResumeRecord | None, list[ToolCallRecord]]] = [(None, [])]
         for e in self.entries:
             if e.kind == "resume":
-                out.append([])
+                out.append((ResumeRecord.model_validate(e.data), []))
             elif e.kind == "tool_call":
-                out[-1].append(ToolCallRecord.model_validate(e.data))
+                out[-1][1].append(ToolCallRecord.model_validate(e.data))
         return out
+
+    def last_workspace_sha256(self, empty: str) -> str | None:
+        """The workspace digest after the last logged event that set it: ``empty`` (the digest of an empty
+        workspace) while no call that can change it has run; None when the last such event did not say
+        (a log written before workspaces were kept, or a workspace too large to keep)."""
+        current: str | None = empty
+        for e in self.entries:
+            if e.kind == "resume":
+                current = ResumeRecord.model_validate(e.data).workspace_sha256
+            elif e.kind == "tool_call":
+                c = ToolCallRecord.model_validate(e.data)
+                if c.ran and c.name in WORKSPACE_CHANGERS:
+                    current = c.workspace_sha256
+        return current
 
     @property
     def end(self) -> EndRecord | None:

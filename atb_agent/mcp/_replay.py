@@ -11,8 +11,11 @@ which measures it afresh. What is checked:
 * the verdict sequence: each fresh verdict beside the logged one, ``moved`` when the status changed or
   the speedup moved by more than ``protocol.noise.noise_floor``.
 
-A ``resume`` record in the log means the server was restarted and rebuilt its workspace from the logged
-file writes; the replay does the same at that point, in a fresh sandbox.
+A ``resume`` record in the log means another server process took the campaign up (a restart, or a client
+that opens a session per call) in a fresh sandbox; the replay moves to a fresh sandbox at that point too.
+A ``kept`` resume loaded the workspace folder (the workspace as the previous process left it): the replay
+carries its own previous sandbox's files over the same way and checks their digest against the logged
+one. A ``rebuilt`` resume re-applied the logged file writes, and so does the replay.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from atb_agent.errors import ReplayDivergence
 from atb_agent.mcp._campaign import restore_workspace
 from atb_agent.mcp._log import ToolCallRecord, read_call_log
+from atb_agent.mcp._workspace import load_into, manifest_sha256, snapshot
 
 # (submit callback, task brief) -> a fresh toolbox on a fresh sandbox
 McpToolBoxFactory = Callable[[Callable[[dict[str, bytes]], dict[str, Any]], str], Any]
@@ -108,9 +112,17 @@ def replay_call_log(path: Path | str, *, toolbox_factory: McpToolBoxFactory, eva
     differences: list[str] = []
     replayed = skipped = checked = 0
     before: list[ToolCallRecord] = []
-    for number, segment in enumerate(log.segments()):
-        toolbox = toolbox_factory(submit, header.task_brief)
-        if number > 0:
+    toolbox: Any = None
+    for number, (resume, segment) in enumerate(log.resumed_segments()):
+        kept = snapshot(toolbox.sandbox) if resume is not None and resume.workspace == "kept" else None
+        toolbox = toolbox_factory(submit, header.task_brief)     # closes the previous segment's sandbox
+        if resume is not None and resume.workspace == "kept":
+            # the server loaded the workspace folder into its fresh sandbox: the same files, from the
+            # replay's own previous sandbox (effects of run_in_sandbox included, as they were live)
+            load_into(toolbox.sandbox, kept or {})
+            if kept is None or manifest_sha256(kept) != resume.workspace_sha256:
+                differences.append(f"resume {number}: the replayed workspace is not the one the server kept")
+        elif resume is not None:
             _, failed = restore_workspace(toolbox, before)
             differences.extend(f"restoring the workspace at resume {number}: {f}" for f in failed)
         for call in segment:

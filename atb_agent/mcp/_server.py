@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from atb_agent.mcp._campaign import BRIEF_URI, STATUS_URI, CallResult, ClientIdentity, McpCampaign
+from atb_agent.mcp._campaign import (
+    BRIEF_URI, CAMPAIGN_ARG, CAMPAIGN_META, CAMPAIGN_STATUS_URI, STATUS_URI, CallResult, ClientIdentity, McpCampaign,
+)
 
 T = TypeVar("T")
 
@@ -73,7 +75,8 @@ def build_server(campaign: McpCampaign, worker: Worker, transport: str) -> Any:
         if result.unknown_tool:                  # logged by the campaign; answered as the spec asks
             raise MCPError(types.INVALID_PARAMS, result.content[0])
         return types.CallToolResult(content=[types.TextContent(text=t) for t in result.content],
-                                    structured_content=result.structured, is_error=result.is_error)
+                                    structured_content=result.structured, is_error=result.is_error,
+                                    meta={CAMPAIGN_META: result.campaign} if result.campaign else None)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[
@@ -81,8 +84,19 @@ def build_server(campaign: McpCampaign, worker: Worker, transport: str) -> Any:
                            description="What to optimise, the reference implementation, and what to deliver "
                                        "(the same text the get_task tool returns).", mime_type="text/markdown"),
             types.Resource(uri=STATUS_URI, name="campaign-status", title="Campaign status",
-                           description="The campaign id, budget, iterations recorded and submissions left.",
+                           description="The campaign id, budget, iterations recorded and submissions left of the "
+                                       "campaign this server is working on (none until a call changed something). "
+                                       f"Any stored MCP campaign's: {CAMPAIGN_STATUS_URI}.",
                            mime_type="application/json"),
+        ])
+
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[
+            types.ResourceTemplate(uri_template=CAMPAIGN_STATUS_URI, name="stored-campaign-status",
+                                   title="A stored MCP campaign's status",
+                                   description="Iterations recorded and submissions left of the campaign a client kept "
+                                               "the id of (read from the store; the campaign is not taken up).",
+                                   mime_type="application/json"),
         ])
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
@@ -94,15 +108,23 @@ def build_server(campaign: McpCampaign, worker: Worker, transport: str) -> Any:
         elif uri == STATUS_URI:
             text, mime = json.dumps(await worker.run(campaign.status), sort_keys=True), "application/json"
         else:
-            raise MCPError(-32002, f"no resource {uri!r}; the resources are {BRIEF_URI} and {STATUS_URI}")
+            stored = await worker.run(campaign.status_of, uri)
+            if stored is None:
+                raise MCPError(-32002, f"no resource {uri!r}; the resources are {BRIEF_URI}, {STATUS_URI} and "
+                                       f"{CAMPAIGN_STATUS_URI}")
+            text, mime = json.dumps(stored, sort_keys=True), "application/json"
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
     instructions = (f"AutoTuneBench tuning campaign on task {campaign.task.id}: make the candidate faster than the "
                     f"reference while staying correct. Read {BRIEF_URI} (or call get_task), write the candidate with "
                     f"write_file/edit_file, smoke-test it with run_in_sandbox, then call submit: the harness measures "
-                    f"it outside the sandbox and answers the verdict. The budget is {campaign.budget} submissions.")
+                    f"it outside the sandbox and answers the verdict. The budget is {campaign.budget} submissions. "
+                    f"The first call that changes something opens the campaign and answers its id; a client that "
+                    f"opens a new connection per tool call passes it back as the `{CAMPAIGN_ARG}` argument of every "
+                    f"call.")
     return Server(SERVER_NAME, version=_version(), instructions=instructions, on_list_tools=list_tools,
-                  on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource)
+                  on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource,
+                  on_list_resource_templates=list_resource_templates)
 
 
 def _version() -> str:
