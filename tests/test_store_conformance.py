@@ -675,6 +675,7 @@ def test_campaign_tables_read_back_as_typed_rows(store_backend: Backend, session
     reg = st.preregistration("reg-1")
     assert reg is not None and reg.spec == {"id": "reg-1", "arms": ["treatment", "control"]}
     assert reg.protocol_sha256 == REF.sha256 and st.preregistration("reg-none") is None
+    assert st.preregistrations() == [reg]
 
 
 def test_unrecorded_verdict_task_metadata_and_report_counts(store_backend: Backend, session: str) -> None:

@@ -202,8 +202,8 @@ def create_app(config: ViewConfig) -> Starlette:
             return {"cards": [], "sweeps": [], "regs": [], "kb": 0}
         try:
             cards = data.campaign_cards()
-            regs, complete = data.registrations(cards)
-            return {"cards": cards, "sweeps": data.sweeps(cards), "regs": regs, "regs_complete": complete,
+            regs = data.registrations(cards)
+            return {"cards": cards, "sweeps": data.sweeps(cards), "regs": regs,
                     "kb": sum(1 for c in cards if c.task_id.startswith("kb:"))}
         except Exception as exc:  # noqa: BLE001 - the first page says why, under the verification result
             return {"cards": [], "sweeps": [], "regs": [], "kb": 0, "read_problem": one_line(exc)}
@@ -269,15 +269,15 @@ def create_app(config: ViewConfig) -> Starlette:
 
     def ab_list(request: Request) -> Response:
         data = state.require()
-        regs, complete = data.registrations(data.campaign_cards())
-        return page(request, "ab.html", regs=regs, one=False, complete=complete)
+        regs = data.registrations(data.campaign_cards())
+        return page(request, "ab.html", regs=regs, one=False)
 
     def ab_one(request: Request) -> Response:
         data = state.require()
         reg = data.registration(request.path_params["rid"], data.campaign_cards())
         if reg is None:
             raise NotFound(f"no registration {request.path_params['rid']!r} in this store")
-        return page(request, "ab.html", regs=[reg], one=True, complete=True)
+        return page(request, "ab.html", regs=[reg], one=True)
 
     def kernelbench(request: Request) -> Response:
         data = state.require()

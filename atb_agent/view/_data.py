@@ -26,7 +26,6 @@ from atb_agent.view._models import (ABView, ArmLine, CampaignCard, DiffLine, Gat
                                     Provenance, SweepCard, VerdictView)
 
 AB_OUTCOME = "ab_outcome"             # harness.science.prereg.record_outcome's report kind
-LIST_REGISTRATIONS = "preregistrations"  # the store listing method used once a store offers it
 PREREG_DIR = Path(protocol.__file__).resolve().parent / "preregistrations"
 SWEEP_REPORT = "sweep"                 # atb_agent.sweep._ledger.SWEEP_KIND (not imported: Ray stays unloaded)
 SWEEP_CONFIG_KEY = "sweep_id"
@@ -59,7 +58,6 @@ class ViewData:
         self.lock = threading.RLock()
         self._cards: dict[tuple[str, int, str | None], CampaignCard] = {}
         self._signed: tuple[tuple[int, str], int | None] | None = None
-        self._spec_ids: list[str] | None = None      # read once: the checkout's spec files, not the store
 
     def signed_seq(self) -> int | None:
         """The chain_seq the newest trusted checkpoint signs (None: none), cached per chain head: checking
@@ -213,29 +211,13 @@ class ViewData:
                 return None
 
     # ------------------------------------------------------------------ A/B and KernelBench
-    def registrations(self, cards: list[CampaignCard]) -> tuple[list[ABView], bool]:
-        """The registrations to list, newest first, and whether that is every registration in the store.
-
-        Why not always every one: the store's read API (:class:`harness.store.ResultStore`) has
-        ``preregistration(id)`` but no listing, and only ``harness/store`` may hold SQL. Until a store offers
-        ``preregistrations()`` (used here as soon as it does), a registration is found when a campaign claims
-        it, an A/B outcome names it, or its spec file is in ``protocol/preregistrations/`` and the store holds
-        that id; the A/B page says which.
-        """
+    def registrations(self, cards: list[CampaignCard]) -> list[ABView]:
+        """Every registration in the store, run or not, newest first."""
         with self.reading() as s:
             outcomes = s.reports(AB_OUTCOME)
-            lister = getattr(s, LIST_REGISTRATIONS, None)
-            complete = callable(lister)
-            if callable(lister):
-                ids = {str(getattr(r, "id", r)) for r in lister()}
-            else:
-                if self._spec_ids is None:
-                    self._spec_ids = registered_spec_ids()
-                ids = ({c.preregistration_id for c in cards if c.preregistration_id}
-                       | {str(o["subject"]) for o in outcomes}
-                       | {i for i in self._spec_ids if s.preregistration(i) is not None})
+            ids = {r.id for r in s.preregistrations()}
         out = [v for v in (self.registration(rid, cards, outcomes) for rid in sorted(ids)) if v is not None]
-        return sorted(out, key=lambda r: (r.created_at, r.id), reverse=True), complete
+        return sorted(out, key=lambda r: (r.created_at, r.id), reverse=True)
 
     def registration(self, reg_id: str, cards: list[CampaignCard],
                      outcomes: list[dict[str, Any]] | None = None) -> ABView | None:
@@ -275,23 +257,6 @@ class ViewData:
                 campaign_id=c.id, best_speedup=c.best_speedup, best_ci=c.best_ci, usable=c.usable,
                 recorded=c.recorded, budget=c.budget, outcome=c.outcome, provenance=c.provenance))
         return sorted(rows.values(), key=lambda r: r.problem), sorted(arms)
-
-
-def registered_spec_ids(folder: Path | None = None) -> list[str]:
-    """The ids of the A/B spec files in ``protocol/preregistrations/`` (a file that does not parse is
-    skipped: it is a candidate for registration, not a stored fact)."""
-    import yaml
-
-    folder = folder or PREREG_DIR
-    ids: list[str] = []
-    for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("id"), str):
-            ids.append(doc["id"])
-    return ids
 
 
 def _arm_line(role: Literal["control", "treatment"], arm: Any, campaigns: list[CampaignCard]) -> ArmLine:
@@ -339,4 +304,4 @@ def source_diff(before: str | None, after: str | None, context: int = 3) -> list
     return out
 
 
-__all__ = ["KERNELBENCH_PREFIX", "ViewData", "confinement_label", "provenance", "registered_spec_ids", "source_diff"]
+__all__ = ["KERNELBENCH_PREFIX", "ViewData", "confinement_label", "provenance", "source_diff"]

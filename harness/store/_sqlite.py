@@ -633,9 +633,14 @@ class SqliteStore:
     def preregistration(self, reg_id: str) -> PreregistrationRow | None:
         """The stored pre-registration ``reg_id`` (its spec decoded, not re-checked); None when there is none."""
         rows = self.query("SELECT * FROM preregistrations WHERE id = ?", (reg_id,))
-        if not rows:
-            return None
-        r = rows[0]
+        return self._preregistration_row(rows[0]) if rows else None
+
+    def preregistrations(self) -> list[PreregistrationRow]:
+        """Every stored pre-registration, oldest first, run or not (``atb view`` lists them all)."""
+        return [self._preregistration_row(r) for r in self.query("SELECT * FROM preregistrations ORDER BY created_at, id")]
+
+    @staticmethod
+    def _preregistration_row(r: Any) -> PreregistrationRow:
         return PreregistrationRow(
             id=r["id"], spec=json.loads(r["spec_json"]), spec_sha256=r["spec_sha256"],
             protocol_version=r["protocol_version"], protocol_sha256=r["protocol_sha256"], created_at=r["created_at"])
