@@ -405,7 +405,20 @@ def main(argv: list[str] | None = None) -> int:
         bad = [r for r in rows if not r["ok"]]
         print(f"{len(rows) - len(bad)}/{len(rows)} points compute what Model computes", flush=True)
         return 1 if bad else 0
+    missing = missing_campaign_modules()
+    if missing:
+        print(f"error: a campaign needs {', '.join(missing)} (its end signs the store's checkpoint); install or "
+              "carry their wheels before spending device time", file=sys.stderr)
+        return 2
     return sweep(args)
+
+
+def missing_campaign_modules() -> list[str]:
+    """Modules a campaign needs only at its end (why: on a GPU machine a campaign measured four points and
+    then failed on ``import cryptography`` when it signed its store, losing its row)."""
+    import importlib.util
+
+    return [m for m in ("cryptography",) if importlib.util.find_spec(m) is None]
 
 
 if __name__ == "__main__":
