@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +35,8 @@ class EngineProbe(BaseModel):
     flags_in_help: list[str]
     space_flags_missing: list[str] = Field(default_factory=list,
                                            description="flag-space options the installed --help lacks")
+    binary_sha256: str = Field(default="", description="SHA-256 of the executable launched (issue 30: a CPU and "
+                               "a CUDA build of one version answer --version alike)")
 
 
 class LaunchSpec(BaseModel):
@@ -151,7 +154,11 @@ class EngineAdapter(ABC):
         present = options_in_help(help_text)
         wanted = [s.cli for s in self.flag_space().flags if s.cli] + \
                  [s.cli_false for s in self.flag_space().flags if s.cli_false]
+        from harness.engines.llamacpp_build import file_sha256
+
+        resolved = shutil.which(self.executable()[0])
         return EngineProbe(engine=self.name, pinned_version=self.pinned_version,
+                           binary_sha256=file_sha256(Path(resolved)) if resolved else "",
                            version_text=version_text[-2000:], help_sha256=sha256_text(help_text),
                            flags_in_help=present,
                            space_flags_missing=sorted(w for w in wanted if w and w not in present))

@@ -198,6 +198,7 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
     detail: dict[str, Any] = {
         "engine": task.engine, "config": config, "model_sha256": trial.model_sha256,
         "engine_version": trial.probe.version_text, "engine_help_sha256": trial.probe.help_sha256,
+        "engine_binary_sha256": trial.probe.binary_sha256,
         "space_flags_missing_from_help": trial.probe.space_flags_missing,
         "argv": {"baseline": trial.baseline.argv, "candidate": trial.candidate.argv if trial.candidate else None},
         "metrics": {"baseline": [m.model_dump(mode="json") for m in trial.baseline.metrics],

@@ -8,6 +8,11 @@ build directory is resumed (CMake is incremental). Layout under the cache root::
     <cache>/llama-server/<version>/work/   sdist, extracted tree, CMake build dir, build.log
     <cache>/llama-server/<version>/bin/    llama-server and the shared libraries it links
 
+A CUDA build (``accelerator="cuda"``, issue 30) lives beside it under ``<version>-cuda-sm<arch>/``:
+``-DGGML_CUDA=ON`` for one architecture only (``CUDA_ARCHITECTURES``, Hopper: 90), the fewest kernels
+to compile on a GPU machine whose device calls last ten minutes; ``cmake --build`` resumes where a cut
+call left it. Every build records its CMake flags and the binary's SHA-256 (:class:`BuildResult`).
+
 ``<cache>`` is ``$ATB_CACHE_DIR`` or ``~/.cache/autotunebench``. A file lock keeps two builds of one
 version from sharing a build directory.
 """
@@ -15,6 +20,7 @@ version from sharing a build directory.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -23,6 +29,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,6 +41,15 @@ _CMAKE_FLAGS = [
     "-DGGML_NATIVE=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF", "-DCMAKE_BUILD_TYPE=Release",
 ]
+Accelerator = Literal["cpu", "cuda"]
+CUDA_ARCHITECTURES = "90"   # Hopper (H100, H200): one architecture, so one set of kernels to compile
+
+
+def cmake_flags(accelerator: Accelerator = "cpu", cuda_architectures: str = CUDA_ARCHITECTURES) -> list[str]:
+    """The CMake configuration of a build (recorded with it)."""
+    if accelerator == "cpu":
+        return list(_CMAKE_FLAGS)
+    return [*_CMAKE_FLAGS, "-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}"]
 
 
 class BuildResult(BaseModel):
@@ -48,19 +64,25 @@ class BuildResult(BaseModel):
     reused: bool
     seconds: float
     log_path: str
+    accelerator: Accelerator = "cpu"
+    cmake_flags: list[str] = []
+    binary_sha256: str = ""
 
 
 def cache_root() -> Path:
     return Path(os.environ.get("ATB_CACHE_DIR") or Path.home() / ".cache" / "autotunebench")
 
 
-def version_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llama-server" / version
+def version_dir(version: str = LLAMA_CPP_PYTHON_VERSION, accelerator: Accelerator = "cpu",
+                cuda_architectures: str = CUDA_ARCHITECTURES) -> Path:
+    name = version if accelerator == "cpu" else f"{version}-cuda-sm{cuda_architectures}"
+    return cache_root() / "llama-server" / name
 
 
-def cached_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path | None:
+def cached_binary(version: str = LLAMA_CPP_PYTHON_VERSION, accelerator: Accelerator = "cpu",
+                  cuda_architectures: str = CUDA_ARCHITECTURES) -> Path | None:
     """The cached ``llama-server`` of ``version`` if it exists and is executable, else None."""
-    exe = version_dir(version) / "bin" / "llama-server"
+    exe = version_dir(version, accelerator, cuda_architectures) / "bin" / "llama-server"
     return exe if exe.is_file() and os.access(exe, os.X_OK) else None
 
 
@@ -68,6 +90,15 @@ def runtime_env(binary: Path) -> dict[str, str]:
     """Environment that lets the binary find its shared libraries next to it."""
     prior = os.environ.get("LD_LIBRARY_PATH", "")
     return {"LD_LIBRARY_PATH": str(binary.parent) + (os.pathsep + prior if prior else "")}
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a built file (the binary an engine verdict ran)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _version_text(binary: Path) -> str | None:
@@ -118,8 +149,10 @@ def _extract(archive: Path, work: Path, version: str) -> Path:
 
 
 def build_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int = 2, sdist: Path | None = None,
-                       progress: Callable[[str], None] | None = None) -> BuildResult:
-    """Return the cached ``llama-server`` of ``version``, building it first when it is missing.
+                       progress: Callable[[str], None] | None = None, accelerator: Accelerator = "cpu",
+                       cuda_architectures: str = CUDA_ARCHITECTURES) -> BuildResult:
+    """Return the cached ``llama-server`` of ``version`` for ``accelerator``, building it first when it
+    is missing (a CUDA build needs ``nvcc``; it compiles kernels for ``cuda_architectures`` only).
 
     Raises:
         EngineBuildError: download, configure or compile failed (the message has the log's tail),
@@ -127,28 +160,33 @@ def build_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int = 2
     """
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
-    root = version_dir(version)
+    root = version_dir(version, accelerator, cuda_architectures)
+    flags = cmake_flags(accelerator, cuda_architectures)
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
     log = work / "build.log"
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        exe = cached_binary(version)
+        exe = cached_binary(version, accelerator, cuda_architectures)
         if exe is not None:
             text = _version_text(exe)
             if text is not None:
                 return BuildResult(binary=str(exe), lib_dir=str(exe.parent), llama_cpp_python_version=version,
                                    version_text=text, reused=True, seconds=time.monotonic() - t0,
-                                   log_path=str(log))
+                                   log_path=str(log), accelerator=accelerator, cmake_flags=flags,
+                                   binary_sha256=file_sha256(exe))
         for tool in ("cmake", "c++"):
             if shutil.which(tool) is None:
                 raise EngineBuildError(f"'{tool}' is not installed; run `apt-get install -y cmake g++`")
+        if accelerator == "cuda" and shutil.which("nvcc") is None:
+            raise EngineBuildError("a CUDA build of llama-server needs 'nvcc' (the CUDA toolkit) on PATH; "
+                                   "none was found here")
         say(f"fetching llama-cpp-python=={version} source distribution into {work}")
         tree = _extract(_fetch_sdist(version, work, log, sdist), work, version)
         build = work / "build"
         if not (build / "CMakeCache.txt").is_file():
-            say("configuring llama.cpp with CMake (CPU build)")
-            _run_logged(["cmake", "-S", str(tree), "-B", str(build), *_CMAKE_FLAGS], log, work)
+            say(f"configuring llama.cpp with CMake ({accelerator} build: {' '.join(flags)})")
+            _run_logged(["cmake", "-S", str(tree), "-B", str(build), *flags], log, work)
         say(f"compiling llama-server with -j{jobs} (about 7 minutes on 2 cores); log: {log}")
         _run_logged(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log, work)
         built = build / "bin" / "llama-server"
@@ -168,4 +206,5 @@ def build_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int = 2
         if text is None:
             raise EngineBuildError(f"the built {exe} does not answer --version; see {log}")
         return BuildResult(binary=str(exe), lib_dir=str(bin_dir), llama_cpp_python_version=version,
-                           version_text=text, reused=False, seconds=time.monotonic() - t0, log_path=str(log))
+                           version_text=text, reused=False, seconds=time.monotonic() - t0, log_path=str(log),
+                           accelerator=accelerator, cmake_flags=flags, binary_sha256=file_sha256(exe))
