@@ -167,6 +167,43 @@ def test_an_engine_task_and_a_kernel_task_resolve_alike_for_random_search() -> N
     assert resolved.spec_sha256 == sha256_text(canonical_json(identity))
 
 
+def test_a_replay_tuner_names_one_recording_per_task_and_each_is_checked_before_ray(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording replays only on its own task and budget (both are in the model's first request), so a
+    replay tuner in a sweep over several tasks names one transcript per task with ``{task}``; each is
+    checked when the spec loads, and the campaign runs with that task's transcript at its absolute path.
+    Before this, the grid's other task started Ray and failed with a RequestMismatch, one campaign at a time."""
+    import shutil
+
+    from atb_agent.sweep import load_spec
+
+    recorded = Path(__file__).resolve().parents[1] / "transcripts" / "recorded"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(recorded / "live-smollm2-relu.jsonl", runs / "relu.jsonl")          # task relu, budget 3
+    shutil.copy(recorded / "scripted-openai-docker.jsonl", runs / "gelu.jsonl")    # task gelu, budget 3
+    grid = load_spec(_spec(tmp_path, f"tasks: [relu, gelu]\ntuners: [random, 'replay:{runs}/{{task}}.jsonl']\n"
+                                     "seeds: [1, 2]\nbudget: 3\n"))
+    replays = {(k.task_id, k.seed): k for k in grid.campaigns if k.tuner.startswith("replay:")}
+    assert len(grid.campaigns) == 8 and len(replays) == 4
+    assert replays[("relu", 1)].tuner == f"replay:{runs}/{{task}}.jsonl"          # the key: the spec as written
+    assert replays[("relu", 1)].run_tuner == f"replay:{runs / 'relu.jsonl'}"
+    assert replays[("gelu", 2)].run_tuner == f"replay:{runs / 'gelu.jsonl'}"
+    assert all(k.run_tuner == "random" for k in grid.campaigns if k.tuner == "random")
+
+    for text, fragment in (
+            (f"tasks: [relu, gelu]\ntuners: ['replay:{runs}/relu.jsonl']\nseeds: [1]\nbudget: 3\n",
+             "records task 'relu', and a recording replays only on its own task, not 'gelu'"),
+            (f"tasks: [relu]\ntuners: ['replay:{runs}/{{task}}.jsonl']\nseeds: [1]\nbudget: 2\n",
+             "records a budget of 3, the sweep's is 2"),
+            (f"tasks: [relu, scale_shift]\ntuners: ['replay:{runs}/{{task}}.jsonl']\nseeds: [1]\nbudget: 3\n",
+             f"no transcript at {runs / 'scale_shift.jsonl'}")):
+        capsys.readouterr()
+        assert main(["sweep", str(_spec(tmp_path, text)), "--db", str(tmp_path / "s.sqlite"), "--json"]) == 2
+        assert fragment in json.loads(capsys.readouterr().out)["error"]
+    assert not (tmp_path / "s.sqlite").exists(), "a refused spec opened the store"
+
+
 def test_unknown_store_scheme_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = _spec(tmp_path, "tasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
     assert main(["sweep", str(spec), "--db", "mysql://x@y/z", "--json"]) == 2
@@ -287,3 +324,65 @@ def test_progress_table_live_and_as_lines() -> None:
     t.close()
     out = lines.getvalue().splitlines()
     assert len(out) == 2 and "total 2/4 done, 1 running" in out[1] and "usable iterations 2/5" in out[1]
+
+
+def _sandbox_containers_of(pid: int) -> list[str]:
+    from sandbox._docker import docker_client
+    from sandbox._identity import LABEL_OWNER_PID
+
+    client = docker_client()
+    try:
+        return [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"})]
+    finally:
+        client.close()
+
+
+@pytest.mark.usefixtures("docker_sandbox_ready")
+def test_a_stopped_replay_campaign_resumes_as_one_campaign_and_its_transcript_replays(
+        ray_address: str, tmp_path: Path) -> None:
+    """A sweep's ``replay:`` campaign interrupted part-way (the driver stopped) is resumed on the restart, like
+    an LLM campaign: one campaign, each iteration stored once, and its transcript replays byte-for-byte. The
+    stopping driver removes the sandbox container its force-cancelled worker left (it used to stay up).
+    Before, the restart closed it as ``aborted`` and began a fresh one from the first recorded call, so the
+    key had two campaigns and iteration 0 was measured and stored twice (benchmarks/sweep_restart.py found it)."""
+    import shutil
+
+    from atb_agent.replay import replay_transcript
+    from atb_agent.services import HarnessServices
+    from harness.tuning.subjects import load_subject
+
+    budget = 3                                              # the recording's
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "transcripts" / "recorded" / "scripted-openai-docker.jsonl",
+                runs / "gelu.jsonl")
+    db = tmp_path / "replay.sqlite"
+    spec = _spec(tmp_path, f"tasks: [gelu]\ntuners: ['replay:{runs}/{{task}}.jsonl']\nseeds: [5]\nbudget: {budget}\n")
+    first = _sweep(spec, str(db), ray_address)
+    stored = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id, verdict_id, created_at FROM iterations"), first)
+    first.send_signal(signal.SIGTERM)                      # stop the driver part-way through the replay campaign
+    _, stopped_err = first.communicate(timeout=120)
+    (cid, *_), = stored
+    # the force-cancelled worker could not close its sandbox: the stopping driver removed its container
+    worker = json.loads(_rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'")[0][0])["pid"]
+    assert not _sandbox_containers_of(worker), stopped_err[-2000:]
+    assert "sandbox container(s)" in stopped_err and "left by 1 cancelled campaign(s)" in stopped_err
+    before = _rows(db, "SELECT campaign_id, idx, id, verdict_id, created_at FROM iterations")
+    assert len(before) < budget and not _rows(db, "SELECT 1 FROM campaign_outcomes"), "finished before the stop"
+
+    rc, out, err = _finish(_sweep(spec, str(db), ray_address))
+    assert rc == 0, err[-3000:]
+    (c,) = out["campaigns"]
+    assert c["campaign_id"] == cid and c["outcome"] == "completed" and c["attempts"] == 2, c
+    assert _rows(db, "SELECT id, tuner_spec FROM campaigns") == [(cid, f"replay:{runs / 'gelu.jsonl'}")]
+    rows = _iterations_once(db, cid, budget)
+    for _, idx, rid, vid, at in before:                    # kept, not measured again
+        assert rows[idx][1:] == (rid, vid, at)
+
+    services, task = HarnessServices("cpu"), load_subject("gelu")
+    try:
+        report = replay_transcript(tmp_path / "transcripts" / f"{cid}.jsonl", evidence_db=db,
+                                   toolbox_factory=lambda inbox, brief: services.toolbox(task, brief, inbox))
+    finally:
+        services.close()
+    assert report.requests_identical == report.model_calls == 5 and report.submissions_checked == budget, report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from atb_agent.sweep._errors import SweepError
-from atb_agent.sweep._ledger import CampaignState, register_sweep, states
+from atb_agent.sweep._ledger import CampaignState, attempts, register_sweep, states
 from atb_agent.sweep._progress import ProgressRow, ProgressTable
 from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
 
@@ -184,6 +185,8 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
     proto = load_protocol()
     store = open_store(db)
     restarted = register_sweep(store, sweep, proto.ref())
+    if restarted:
+        _reap(None)                    # a driver that was killed outright left its campaigns' sandboxes
     start = states(store, sweep.campaigns)
     todo = [k for k in sweep.campaigns if start[k.key].outcome is None]
     if not todo:                       # every campaign finished in an earlier run: nothing for Ray to do
@@ -226,18 +229,65 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
     except _Stop:
         raise KeyboardInterrupt from None
     finally:
+        cancelled = list(inflight.values())
         if inflight:
             for ref in inflight:
                 ray.cancel(ref, force=True)
         ray.shutdown()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+        if cancelled:
+            reap_cancelled(store, cancelled)
         final = states(store, sweep.campaigns)
         store.close()
         if progress is not None:
             progress.close()
     return _tally(sweep, final, results, errors, db=db, address=address, ray_version=ray.__version__,
                   restarted=restarted, t0=t0)
+
+
+def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0) -> None:
+    """Remove what the campaigns cancelled by a stop left on this host: a force-cancelled Ray worker dies
+    without closing its sandbox, so its container (Docker) or workspace would outlive the sweep.
+
+    Waits up to ``wait_s`` for the workers that took those campaigns up on this host (their pids are in
+    the attempt rows) to be gone, then removes every sandbox whose owner process is dead
+    (:func:`sandbox.cleanup_leftovers`; a live run's sandbox is never touched). Campaigns on other nodes
+    are not reached: ``atb sandbox cleanup`` there.
+    """
+    host = socket.gethostname()
+    pids: list[int] = []
+    for k in keys:
+        tries = attempts(store, k)
+        if tries and tries[-1]["body"].get("node", {}).get("hostname") == host:
+            pid = tries[-1]["body"].get("pid")
+            if isinstance(pid, int):
+                pids.append(pid)
+    deadline = time.monotonic() + wait_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _reap(len(keys))
+
+
+def _reap(cancelled: int | None) -> None:
+    from sandbox import cleanup_leftovers
+
+    report = cleanup_leftovers()
+    gone = len(report.containers_removed) + len(report.workspaces_removed)
+    if gone:
+        why = f"{cancelled} cancelled campaign(s)" if cancelled is not None else "an earlier run of the sweep"
+        print(f"atb sweep: removed {len(report.containers_removed)} sandbox container(s) and "
+              f"{len(report.workspaces_removed)} workspace(s) left by {why}", file=sys.stderr, flush=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ray_version() -> str:
@@ -286,4 +336,4 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {text[:2000]}"
 
 
-__all__ = ["CampaignResult", "SweepResult", "normalise_db", "redact", "run_sweep"]
+__all__ = ["CampaignResult", "SweepResult", "normalise_db", "reap_cancelled", "redact", "run_sweep"]

@@ -8,7 +8,7 @@ Example::
 
     id: relu-vs-softmax          # optional; default: derived from the spec's content
     tasks: [relu, softmax, "kb/level1/*.py"]   # native names, or KernelBench files by glob
-    tuners: [random, "replay:transcripts/run.jsonl", "openai:gpt-4o"]
+    tuners: [random, "replay:transcripts/{task}.jsonl", "openai:gpt-4o"]
     seeds: [1, 2, 3]
     budget: 20
     devices: {backend: cuda}     # cuda: one GPU per campaign; cpu: cpus_per_campaign CPUs
@@ -79,8 +79,15 @@ class SweepSpec(BaseModel):
         return v
 
 
+REPLAY_TASK_FIELD = "{task}"
+"""In a ``replay:PATH`` tuner, stands for each task's id: a recording replays only on its own task (and
+budget), so a sweep over several tasks names one transcript per task (``replay:runs/{task}.jsonl``)."""
+
+
 class CampaignKey(BaseModel):
-    """One campaign of a sweep. Its identity is (sweep id, task, tuner, seed)."""
+    """One campaign of a sweep. Its identity is (sweep id, task, tuner, seed), the tuner as the spec
+    writes it; ``runs_as`` is the tuner spec the campaign runs with (a ``replay:`` path made absolute,
+    workers do not share the driver's working folder, with ``{task}`` filled in)."""
 
     model_config = ConfigDict(frozen=True)
     sweep_id: str
@@ -88,6 +95,11 @@ class CampaignKey(BaseModel):
     task_id: str         # what the store calls the task
     tuner: str
     seed: int
+    runs_as: str = ""
+
+    @property
+    def run_tuner(self) -> str:
+        return self.runs_as or self.tuner
 
     @property
     def key(self) -> str:
@@ -141,7 +153,40 @@ def _resolve_tasks(entries: list[str], base: Path) -> list[tuple[str, Subject]]:
     return out
 
 
-def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]]) -> None:
+def replay_path(arg: str, task_id: str) -> Path:
+    """The transcript a ``replay:ARG`` tuner replays on task ``task_id``, as an absolute path."""
+    return Path(arg.replace(REPLAY_TASK_FIELD, task_id)).resolve()
+
+
+def runs_as(tuner: str, task_id: str) -> str:
+    """The tuner spec a campaign of ``tuner`` on ``task_id`` runs with (see :attr:`CampaignKey.runs_as`)."""
+    from atb_agent.tuners import parse_spec
+
+    parsed = parse_spec(tuner)
+    return f"replay:{replay_path(parsed.arg, task_id)}" if parsed.kind == "replay" else tuner
+
+
+def _check_replay(spec: str, path: Path, task_id: str, budget: int) -> None:
+    """A recording replays only where its requests can be met byte for byte: on its own task and budget
+    (both are in the model's first message). Checked here, before Ray starts, not by a failed campaign."""
+    from transcripts import read_transcript
+
+    if not path.is_file():
+        raise SweepSpecError(f"tuners: {spec!r}: no transcript at {path} (for task {task_id})")
+    try:
+        header = read_transcript(path).header
+    except Exception as exc:  # any unreadable transcript is bad input, named
+        raise SweepSpecError(f"tuners: {spec!r}: {path} is not a readable transcript: {exc}") from exc
+    if header.task != task_id:
+        raise SweepSpecError(f"tuners: {spec!r}: {path} records task {header.task!r}, and a recording replays only on "
+                             f"its own task, not {task_id!r}; give one transcript per task, naming it with "
+                             f"{REPLAY_TASK_FIELD} (replay:runs/{REPLAY_TASK_FIELD}.jsonl)")
+    if header.budget != budget:
+        raise SweepSpecError(f"tuners: {spec!r}: {path} records a budget of {header.budget}, the sweep's is {budget}; "
+                             "a recording replays only with its own budget")
+
+
+def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]], budget: int) -> None:
     from atb_agent.errors import TunerSpecError
     from atb_agent.tuners import parse_spec
     from harness.tuning.search import KnobSpaceError
@@ -151,8 +196,9 @@ def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]]) -> None:
             parsed = parse_spec(spec)
         except TunerSpecError as exc:
             raise SweepSpecError(f"tuners: {exc}") from exc
-        if parsed.kind == "replay" and not Path(parsed.arg).is_file():
-            raise SweepSpecError(f"tuners: {spec!r}: no transcript at {parsed.arg}")
+        if parsed.kind == "replay":
+            for _, subject in tasks:
+                _check_replay(spec, replay_path(parsed.arg, subject.id), subject.id, budget)
         if parsed.kind == "entry_point":
             # an unknown name is bad input before Ray starts (issue 27: it used to start Ray and exit 1
             # after 14 s); installed entry points are listed here, not loaded, as `atb run --tuner` does
@@ -199,7 +245,7 @@ def load_spec(path: str | Path) -> ResolvedSweep:
 def resolve(spec: SweepSpec, base: Path) -> ResolvedSweep:
     """Resolve tasks (globs relative to ``base``), check tuners, list the campaigns."""
     tasks = _resolve_tasks(spec.tasks, base)
-    _check_tuners(spec.tuners, tasks)
+    _check_tuners(spec.tuners, tasks, spec.budget)
     n = len(tasks) * len(spec.tuners) * len(spec.seeds)
     if n > MAX_CAMPAIGNS:
         raise SweepSpecError(f"the sweep has {n} campaigns, more than {MAX_CAMPAIGNS}; split it")
@@ -207,9 +253,11 @@ def resolve(spec: SweepSpec, base: Path) -> ResolvedSweep:
                 "seeds": spec.seeds, "budget": spec.budget, "backend": spec.devices.backend, "base_url": spec.base_url}
     digest = sha256_text(canonical_json(identity))
     sweep_id = spec.id or f"sweep-{digest[:12]}"
-    keys = [CampaignKey(sweep_id=sweep_id, task=name, task_id=subject.id, tuner=tuner, seed=seed)
+    keys = [CampaignKey(sweep_id=sweep_id, task=name, task_id=subject.id, tuner=tuner, seed=seed,
+                        runs_as=runs_as(tuner, subject.id))
             for name, subject in tasks for tuner in spec.tuners for seed in spec.seeds]
     return ResolvedSweep(sweep_id=sweep_id, spec=spec, spec_sha256=digest, campaigns=keys)
 
 
-__all__ = ["CampaignKey", "DevicesSpec", "ResolvedSweep", "SweepSpec", "load_spec", "resolve"]
+__all__ = ["REPLAY_TASK_FIELD", "CampaignKey", "DevicesSpec", "ResolvedSweep", "SweepSpec", "load_spec", "replay_path",
+           "resolve", "runs_as"]

@@ -67,15 +67,14 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
             random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,  # type: ignore[arg-type]
                                backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
         else:
+            # an LLM, entry-point or replay campaign resumes from its graph checkpoint (a replay's recorded-call
+            # cursor is put where the checkpoint stands): its stored iterations are kept, none is redone
             resume = state.campaign_id
-            if resume is not None and kind == "replay":
-                _abort_for_restart(store, resume, proto)
-                resume = None
             store.close()                      # run_campaign opens its own connection to the store
             from atb_agent.campaign import run_campaign
 
             target: Any = sqlite_path(db) if store_kind(db) == "sqlite" else db
-            run_campaign(key.task, key.tuner, budget, key.seed, target, base_url=base_url, resume=resume,
+            run_campaign(key.task, key.run_tuner, budget, key.seed, target, base_url=base_url, resume=resume,
                          backend=backend, config={CONFIG_KEY: key.key, "sweep_id": key.sweep_id},
                          transcripts_dir=transcripts_dir)
             store = open_store(db)
@@ -83,15 +82,6 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
         return {**final.model_dump(), "node_sha256": node.sha256, "ran": True}
     finally:
         store.close()
-
-
-def _abort_for_restart(store: Any, campaign_id: str, proto: Any) -> None:
-    """A replay campaign cannot resume (its recording is served from call 0): close the broken one as
-    aborted, naming why, so the fresh one is the key's campaign and the partial one stays on record."""
-    from harness.tuning.campaigns import CampaignRecorder
-
-    rec = CampaignRecorder.resume(store, proto, campaign_id)
-    rec.finish("aborted", reason="sweep worker died mid-campaign; a replay campaign restarts from its first call")
 
 
 __all__ = ["run_attempt"]
