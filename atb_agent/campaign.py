@@ -219,7 +219,8 @@ def _write_header(writer: TranscriptWriter, tuner: Tuner, tuner_spec: str, task_
         max_tool_calls_per_iteration=proto.agent.max_tool_calls_per_iteration,
         tool_definitions_sha256=tool_definitions_sha256(toolbox), created_at=utc_now(),
         text_protocol=who.text_protocol, prompt=who.prompt, model_server=who.model_server,
-        system_prompt_suffix=who.system_prompt_suffix))
+        system_prompt_suffix=who.system_prompt_suffix,
+        request_seed=who.request_seed if who.model_server is not None and who.request_seed not in (None, seed) else None))
 
 
 def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evaluator, transcript: Path,

@@ -82,6 +82,7 @@ class TunerIdentity(BaseModel):
     prompt: str = ""
     model_server: ModelServerData | None = None
     system_prompt_suffix: str = ""
+    request_seed: int | None = None   # the seed a served model's requests carry, when not the campaign's
 
 
 class RunCounts(BaseModel):
@@ -223,7 +224,7 @@ class GraphTuner:
         return TunerIdentity(provider=self.kind, model=self.model, base_url=self.base_url,
                              text_protocol=self.text_protocol,
                              prompt="" if self.prompt == PROMPT_STANDARD else self.prompt, model_server=self.served,
-                             system_prompt_suffix=self.system_prompt_suffix)
+                             system_prompt_suffix=self.system_prompt_suffix, request_seed=self.request_seed)
 
     def run(self, env: TuningEnvironment) -> RunCounts:
         from atb_agent._runner import run_graph
@@ -461,7 +462,7 @@ def graph_tuner_from_header(spec: str, header: HeaderData) -> GraphTuner:
     return GraphTuner(spec, kind, header.model,
                       provider_factory(kind, header.model, header.base_url, local=served is not None),
                       header.base_url, served=served, text_protocol=header.text_protocol,
-                      prompt=header.prompt or PROMPT_STANDARD, request_seed=header.seed if served else None,
+                      prompt=header.prompt or PROMPT_STANDARD, request_seed=header.model_request_seed() if served else None,
                       system_prompt_suffix=header.system_prompt_suffix)
 
 

@@ -161,3 +161,24 @@ def test_the_committed_live_transcript_replays_byte_for_byte_and_a_flipped_byte_
     bad.write_bytes(bytes(raw))
     with pytest.raises(TranscriptError):
         replay_transcript(bad, toolbox_factory=lambda inbox, brief: MemoryToolBox(brief, inbox))
+
+
+def test_a_replay_run_at_another_seed_writes_a_transcript_that_replays(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the sweep-restart benchmark (issue 28): ``atb run relu --tuner replay:LIVE --seed 0`` (LIVE
+    was recorded at seed 1) sends the recorded requests, which carry seed 1; its transcript's header said
+    seed 0, and replaying it rebuilt requests with seed 0: ``body.seed: recorded 1, replayed 0``. The
+    header now records the request seed when it is not the campaign's."""
+    from atb_agent.cli import main
+
+    recorded = read_transcript(LIVE)
+    assert recorded.header.seed == 1
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "a.sqlite")
+    assert main(["run", "relu", "--tuner", f"replay:{LIVE}", "--seed", "0", "--budget", str(recorded.header.budget),
+                 "--db", db, "--json"]) == 0
+    written = sorted((tmp_path / "transcripts").glob("*.jsonl"))   # beside the working directory
+    assert len(written) == 1
+    header = read_transcript(written[0]).header
+    assert (header.seed, header.request_seed, header.model_request_seed()) == (0, 1, 1)
+    assert main(["replay", str(written[0]), "--db", db, "--json"]) == 0

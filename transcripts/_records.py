@@ -115,6 +115,14 @@ class HeaderData(_Data):
     # replay rebuilds the same prompt from it. Left out of the record when empty, so a transcript
     # without one is written exactly as before.
     system_prompt_suffix: str = Field(default="", exclude_if=lambda v: not v)
+    # The seed a served model's requests carried when it was not the campaign's ``seed``: a replay
+    # campaign run at seed 0 of a recording made at seed 1 sends the recorded requests (seed 1), and
+    # its own transcript must say so to replay. Left out when None (the campaign's seed was sent).
+    request_seed: int | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def model_request_seed(self) -> int:
+        """The seed the run's requests to a served model carried."""
+        return self.seed if self.request_seed is None else self.request_seed
 
 
 class IterationStartData(_Data):
