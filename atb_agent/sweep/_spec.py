@@ -213,8 +213,8 @@ def _check_tuners(tuners: list[str], tasks: list[tuple[str, Subject]], budget: i
                 try:
                     subject.search_space()
                 except KnobSpaceError as exc:
-                    raise SweepSpecError(f"tuners: random search needs a knob space and task {subject.id} declares "
-                                         "none (KernelBench files have none): drop 'random' or that task") from exc
+                    raise SweepSpecError(f"tuners: random search needs a knob space and task {subject.id} has "
+                                         f"none ({' '.join(str(exc).split())[:200]}): drop 'random' or that task") from exc
 
 
 def load_spec(path: str | Path) -> ResolvedSweep:
