@@ -139,7 +139,7 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/checkpoint_cpu")
     ap.add_argument("--stores", default="sqlite,postgresql", help="which stores to run (postgresql needs --pg)")
     args = ap.parse_args()
-    from harness.store import SqliteStore, verify_path
+    from harness.store import open_store, verify_path
 
     results: list[dict[str, Any]] = []
     load_start = [round(x, 2) for x in os.getloadavg()]
@@ -147,7 +147,7 @@ def main() -> int:
         key_dir = Path(tmp) / "keys"
         db = Path(tmp) / "atb.sqlite"
         if "sqlite" in args.stores:
-            store = SqliteStore(db)
+            store = open_store(db)
             try:
                 r = _bench("sqlite", store, lambda: verify_path(db, key_dir), args.rows, args.repeats, key_dir)
             finally:
@@ -157,14 +157,12 @@ def main() -> int:
         if args.pg and "postgresql" in args.stores:
             import psycopg
 
-            from harness.store._postgres import PostgresStore
-
             name = f"atb_bench_{uuid.uuid4().hex[:10]}"
             with psycopg.connect(args.pg, autocommit=True) as conn:
                 conn.execute(f'CREATE DATABASE "{name}"')
             url = args.pg.rpartition("/")[0] + "/" + name
             try:
-                pg = PostgresStore(url)
+                pg = open_store(url)
                 try:
                     r = _bench("postgresql", pg, lambda: pg.verify(key_dir), args.rows, args.repeats, key_dir)
                 finally:

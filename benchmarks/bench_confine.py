@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from harness.verdict.evaluate import evaluate_candidate  # noqa: E402
 from harness.measure.runner import _confine  # noqa: E402
 from harness.measure.session import open_measurement_session  # noqa: E402
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from harness.tasks import load_task  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
@@ -149,7 +149,7 @@ def main() -> int:
     descs: dict[str, set[str]] = {m: set() for m in MODES}
     load_before = _load_average()
     with tempfile.TemporaryDirectory(prefix="atb-bench-confine-") as tmp:
-        store = SqliteStore(Path(tmp) / "bench.sqlite")
+        store = open_store(Path(tmp) / "bench.sqlite")
         for rnd in range(args.rounds):
             order = MODES if rnd % 2 == 0 else MODES[::-1]
             for mode in order:

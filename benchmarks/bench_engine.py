@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from harness.engines import (  # noqa: E402
     LlamaServerAdapter, evaluate_engine_candidate, load_engine_task, open_engine_session, render_config,
 )
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main() -> int:
     proto = load_protocol()
     task = load_engine_task(args.task)
     db = args.db or Path(tempfile.mkdtemp(prefix="atb-bench-engine-")) / "atb.sqlite"
-    store = SqliteStore(str(db))
+    store = open_store(db)
     session = open_engine_session(store, proto, note="bench_engine: default vs default")
     probe = LlamaServerAdapter().probe() if task.engine == "llama-server" else task.adapter().probe()
     load_before = os.getloadavg()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.verdict.evaluate import evaluate_candidate  # noqa: E402
 from harness.measure.session import open_measurement_session  # noqa: E402
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from harness.tasks import native_tasks  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
@@ -97,7 +97,7 @@ def main() -> int:
     out = args.out or ROOT / "benchmarks" / "results" / f"measure_{args.device}.json"
     proto = load_protocol()
     db = args.db or Path(tempfile.mkdtemp(prefix="atb-bench-")) / "bench.sqlite"
-    store = SqliteStore(db)
+    store = open_store(db)
     tasks = [t for t in native_tasks() if not args.tasks or t.id in args.tasks]
     rows: list[dict[str, Any]] = []
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         print("cuda_gates: no CUDA device here; nothing was run", file=sys.stderr)
         return 2
     from harness.measure.session import open_measurement_session
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.verdict.evaluate import evaluate_candidate
     from protocol import load_protocol
 
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                            "torch": torch.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "stream_probe": stream_probe(), "cases": []}
     out_path.write_text(json.dumps(doc, indent=2))
-    store = SqliteStore(work / "atb.sqlite")
+    store = open_store(work / "atb.sqlite")
     with open_measurement_session(store, "cuda", proto, note="cuda gates") as session:
         doc["ceilings"] = session.ceilings.model_dump() if session.ceilings else None
         by_name = {c["name"]: c for c in CASES}

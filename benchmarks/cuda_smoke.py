@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.verdict.evaluate import evaluate_candidate  # noqa: E402
 from harness.measure.session import open_measurement_session  # noqa: E402
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "kernelbench"
@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     args = ap.parse_args()
     proto = load_protocol()
-    store = SqliteStore(Path(tempfile.mkdtemp(prefix="atb-smoke-")) / "smoke.sqlite")
+    store = open_store(Path(tempfile.mkdtemp(prefix="atb-smoke-")) / "smoke.sqlite")
     cases = {"kernelbench_relu_clamp": (FIX / "19_ReLU.py", (FIX / "19_ReLU_new.py").read_text()),
              "kernelbench_relu_identity": (FIX / "19_ReLU.py", (FIX / "19_ReLU_identity.py").read_text()),
              "native_relu_exits": ("relu", EXITS)}

@@ -353,10 +353,10 @@ def review_child(verdict_id: str, task: str, cand_path: Path, device: str, db: P
     res: dict[str, Any] = {}
     try:
         from harness.measure.session import open_measurement_session
-        from harness.store import SqliteStore
+        from harness.store import open_store
         from harness.verdict.quarantine import review_quarantine
 
-        store = SqliteStore(db)
+        store = open_store(db)
         try:
             backend: Any = device
             with open_measurement_session(store, backend, note="honest corpus: extended pass") as session:

@@ -67,7 +67,7 @@ def _route(calls: list[Any]) -> str:
 
 def analyse_llm_run(db: Path, run_id: str) -> list[dict[str, Any]]:
     """Per iteration of a live run: route to the harness, model turns, verdict, usability and why not."""
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import get_iterations
     from transcripts import ModelTurnData, read_transcript
 
@@ -75,7 +75,7 @@ def analyse_llm_run(db: Path, run_id: str) -> list[dict[str, Any]]:
     turns = t.of_kind("model_turn", ModelTurnData)
     calls = t.tool_calls()
     verdicts = {v.iteration: v.verdict for v in t.verdicts()}
-    with SqliteStore(str(db)) as store:
+    with open_store(db) as store:
         its = {it.idx: it for it in get_iterations(store, run_id)}
     rows = []
     for idx in sorted(its):
@@ -104,10 +104,10 @@ def _stored_run(db: Path, task: str, tuner: str, seed: int, prompt: str | None =
     """The run's payload read from the store, for a CLI call that failed after the campaign was stored
     (``atb run`` exits 1 if, say, the sandbox's teardown times out on a loaded machine)."""
     from atb_agent.cli._run import _run_payload
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import list_campaigns
 
-    with SqliteStore(str(db)) as store:
+    with open_store(db) as store:
         mine = [c for c in list_campaigns(store) if c.task_id == task and c.tuner_spec == tuner and c.seed == seed
                 and (prompt is None or c.config.get("prompt") == prompt)]
     return _run_payload(str(db), mine[-1].id) if mine else {}
@@ -220,10 +220,10 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 def prompt_runs_from_store(db: Path) -> list[dict[str, Any]]:
     """Every finished live run in the prompt study's store, with its prompt variant (campaign config)."""
     from atb_agent.cli._run import _run_payload
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import list_campaigns
 
-    with SqliteStore(str(db)) as store:
+    with open_store(db) as store:
         found = [c for c in list_campaigns(store) if c.tuner_spec == "openai:smollm2"]
     runs = []
     for c in found:
@@ -286,7 +286,7 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
     (``atb run llamacpp-smollm2 --tuner random``), one hand-picked n-gram speculation configuration, and
     the default measured against itself (the true ratio is 1.0), all in one engine session."""
     from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session, render_config
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from protocol import load_protocol
 
     proto = load_protocol()
@@ -295,7 +295,7 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
     db = work / "atb.sqlite"
     before = {"machine": platform.platform(), "cpus": os.cpu_count(), "load_average": list(os.getloadavg())}
     trials = []
-    store = SqliteStore(str(db))
+    store = open_store(db)
     session = open_engine_session(store, proto, note="live_campaign engine study: SmolLM2-135M")
     try:
         for label, config in (("default vs itself", {}), ("ngram-simple speculation", {"spec_type": "ngram-simple"})):
@@ -326,7 +326,7 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
     if rnd.get("run_id"):
         from harness.tuning.campaigns import get_iterations
 
-        with SqliteStore(str(work / "search.sqlite")) as s2:
+        with open_store(work / "search.sqlite") as s2:
             for it in get_iterations(s2, rnd["run_id"]):
                 iterations.append({"iteration": it.idx + 1, "knobs": it.detail.get("knobs"), "status": it.status,
                                    "ratio": it.speedup, "ci": [it.ci_low, it.ci_high] if it.ci_low else None,

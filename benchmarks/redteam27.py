@@ -74,24 +74,25 @@ def attacked_store(kind: str, pg: str | None) -> Iterator[Any]:
     from test_store_checkpoint import Attacked, _fill
 
     if kind == "sqlite":
-        from harness.store import SqliteStore, connect
+        from harness.store import connect, open_store
 
         path = WORK / f"{uuid.uuid4().hex[:8]}.sqlite"
-        store: Any = SqliteStore(path)
+        store: Any = open_store(path)
         raw: Any = connect(path)
         a = Attacked("sqlite", store, raw, str(path))
         closers: list[Callable[[], None]] = [raw.close, store.close]
     else:
         import psycopg
 
-        from harness.store._postgres import PgExecutor, PostgresStore
+        from harness.store import open_store
+        from harness.store._postgres import PgExecutor
 
         assert pg is not None
         name = f"atb_rt27_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(pg, autocommit=True) as c:
             c.execute(f'CREATE DATABASE "{name}"')
         url = pg.rpartition("/")[0] + "/" + name
-        store = PostgresStore(url)
+        store = open_store(url)
         conn = psycopg.connect(url, autocommit=True)
         a = Attacked("postgresql", store, PgExecutor(conn), url)
 
@@ -271,12 +272,12 @@ def _relu_eval() -> Any:
         from test_start_arm_readonly import ATTACK
 
         from harness.measure.session import open_measurement_session
-        from harness.store import SqliteStore
+        from harness.store import open_store
         from harness.verdict.evaluate import evaluate_candidate
         from protocol import load_protocol
 
         proto = load_protocol()
-        store = SqliteStore(WORK / "eval.sqlite")
+        store = open_store(WORK / "eval.sqlite")
         with open_measurement_session(store, "cpu", proto, note="redteam27") as ctx:
             res = evaluate_candidate("relu", ATTACK, store=store, session=ctx, protocol=proto, prespawn_next=False)
         _EVAL["res"], _EVAL["detail"] = res, store.verdict(res.verdict_id).detail
@@ -314,7 +315,7 @@ def a10_credentials() -> tuple[bool, str]:
     every credential it can see, so the stored reason (what a campaign shows the model) would carry them;
     a KernelBench task file's import does the same in the FLOP-count process."""
     from harness.measure.session import open_measurement_session
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tasks import begin_cost, load_task_file
     from harness.verdict.evaluate import evaluate_candidate
     from protocol import load_protocol
@@ -323,7 +324,7 @@ def a10_credentials() -> tuple[bool, str]:
     os.environ["DATABASE_URL"], os.environ["OPENAI_BASE_URL"] = SECRET_DB, SECRET_BASE
     try:
         proto = load_protocol()
-        store = SqliteStore(WORK / "leak.sqlite")
+        store = open_store(WORK / "leak.sqlite")
         with open_measurement_session(store, "cpu", proto, note="redteam27") as ctx:
             res = evaluate_candidate("relu", LEAK, store=store, session=ctx, protocol=proto, prespawn_next=False)
         v = store.verdict(res.verdict_id)
@@ -409,14 +410,14 @@ def a9_draft_protocol() -> tuple[bool, str]:
     loader.PROTOCOL_PATH, loader.LOCK_PATH = p, lock
     try:
         from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
-        from harness.store import SqliteStore
+        from harness.store import open_store
         from protocol import load_protocol
 
         pcode, pout, _ = _cli(["protocol", "verify", "--json"])
         pv = json.loads(pout)
         proto = load_protocol()
         db = WORK / "draft.sqlite"
-        with SqliteStore(db) as store:
+        with open_store(db) as store:
             session = open_engine_session(store, proto)
             res = evaluate_engine_candidate(load_engine_task("llamacpp-tiny"), '{"threads": 64}', store=store,
                                             session=session, protocol=proto)

@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     loads.append(_loadavg("runs done"))
     reports = [_atb("remeasure", r["run_id"], "--db", str(db)) for r in runs]
     loads.append(_loadavg("end"))
-    store = SqliteStore(db)
+    store = open_store(db)
     usable: list[float] = []
     unusable: list[float] = []
     for rep in reports:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.science.retest import measure_mlx, measure_torch  # noqa: E402
-from harness.store import SqliteStore  # noqa: E402
+from harness.store import open_store  # noqa: E402
 from harness.tasks import load_task  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
               "the task's template changed since the run", file=sys.stderr)
         return 1
     proto = load_protocol()
-    store = SqliteStore(Path(tempfile.mkdtemp(prefix="atb-retest-recorded-")) / "retest.sqlite")
+    store = open_store(Path(tempfile.mkdtemp(prefix="atb-retest-recorded-")) / "retest.sqlite")
     if args.backend == "mlx":
         leg = measure_mlx(Path(loaded.path), source, proto)
     else:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/view_pages.py [--campaigns 100] [--iterations 20] [--repeat 5]
         [--out benchmarks/results/view_cpu.md] [--no-browser] [--pg-url postgresql://.../EMPTY_DB] [--note TEXT]
 
-Builds (with the project's own APIs: ``SqliteStore``, ``CampaignRecorder``, ``harness.science.prereg``,
+Builds (with the project's own APIs: ``open_store``, ``CampaignRecorder``, ``harness.science.prereg``,
 ``transcripts.TranscriptWriter``) a store of N campaigns x M iterations: native and KernelBench tasks,
 two tuners, one A/B registration with its outcome and delivery checkpoint and one never run, one sweep, a
 transcript, signed campaign ends (``--pg-url``: the same store again on a PostgreSQL server). Then serves it with uvicorn exactly as ``atb view`` does and times each page over HTTP
@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 from harness.records import (DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict,
                              sha256_text)
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tuning.campaigns import CampaignRecorder, IterationUsage
 from harness.verdict.gates import gate_names
 from protocol import load_protocol
@@ -51,7 +51,7 @@ KB_TASK = "kb:19_ReLU:0123456789ab"
 IDLE_URL = "http://127.0.0.1:8080/v1"
 
 
-def _verdict(store: SqliteStore, session: str, device: str, task: str, text: str, ratio: float | None,
+def _verdict(store: ResultStore, session: str, device: str, task: str, text: str, ratio: float | None,
              halfwidth: float, rng: random.Random, *, confined: bool = True) -> str:
     """One verdict through the store's real ingest rules (paired seeds, every gate, ratio within its samples)."""
     cand = store.add_candidate(text, "kernel", REF)
@@ -86,7 +86,7 @@ def _candidate_text(tuner: str, seed: int, i: int) -> str:
             f"        return torch.relu(x){' .contiguous()' if i % 3 == 0 else ''}\n")
 
 
-def add_iteration(store: SqliteStore, rec: CampaignRecorder, i: int, rng: random.Random, *, calls: int = 2,
+def add_iteration(store: ResultStore, rec: CampaignRecorder, i: int, rng: random.Random, *, calls: int = 2,
                   truncated: int = 0) -> str:
     """Store iteration ``i`` of ``rec``'s campaign (a verdict, then its iteration row); return the verdict id."""
     info = rec.info
@@ -100,7 +100,7 @@ def add_iteration(store: SqliteStore, rec: CampaignRecorder, i: int, rng: random
     return vid
 
 
-def _write_transcript(path: Path, campaign_id: str, budget: int, verdict_ids: list[str], store: SqliteStore) -> None:
+def _write_transcript(path: Path, campaign_id: str, budget: int, verdict_ids: list[str], store: ResultStore) -> None:
     """A scripted transcript of ``campaign_id``: turns, tool calls, one truncated turn, submissions, verdicts."""
     import base64
     import json
@@ -157,10 +157,8 @@ def populate(db: Path, campaigns: int = 100, iterations: int = 20, *, seed: int 
     from harness.science.prereg import (ABOutcome, ABSpec, DecisionRule, DeliveryCheck, UsabilityBars, ArmSpec,
                                         record_outcome, register)
 
-    from harness.store import open_store
-
     rng = random.Random(seed)
-    store: Any = open_store(url) if url else SqliteStore(db)
+    store: Any = open_store(url or db)
     out: dict[str, Any] = {"campaigns": [], "verdicts": {}, "running": None}
     try:
         fp = DeviceFingerprint(backend="cpu", cpu_model="view-bench", cpu_count=2, torch_version="2.13.0")
@@ -292,10 +290,8 @@ def time_pages(base: str, paths: dict[str, str], repeat: int) -> dict[str, tuple
 def live_latency(db: Path | str, base: str, info: dict[str, Any], browser: bool) -> tuple[float, str]:
     """Seconds from a new verdict's commit to the campaign page (or a 1 s poller) showing it (``db``: the
     SQLite file, or a server store's URL)."""
-    from harness.store import open_store
-
     cid = info["running"]
-    store: Any = open_store(db) if isinstance(db, str) else SqliteStore(db)
+    store: Any = open_store(db)
     try:
         from harness.tuning.campaigns import CampaignRecorder as Rec
 

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _open_store(path: str, verified: bool = False):  # type: ignore[no-untyped-def]
     """``verified``: refuse (exit 2) a store that fails `atb store verify` (retest, remeasure read results)."""
-    from harness.store import SqliteStore
+    from harness.store import open_store
 
     if verified:
         from atb_agent.cli._common import open_verified_store
@@ -56,7 +56,7 @@ def _open_store(path: str, verified: bool = False):  # type: ignore[no-untyped-d
 
         _require_existing_store(path)   # reading results never creates a store (issue 27, item 7)
         return open_verified_store(path)
-    return SqliteStore(path)
+    return open_store(path)
 
 
 def run_anchor(args: argparse.Namespace) -> int:

@@ -79,22 +79,20 @@ def open_verified_store(db: str) -> Any:
     """
     from pathlib import Path
 
-    from harness.store import (ResultStore, SqliteStore, StoreSchemaVersionError, StoreTampered, StoreVerification,
+    from harness.store import (ResultStore, StoreSchemaVersionError, StoreTampered, StoreVerification, open_store,
                                verify_path)
 
     text = str(db)
     store: ResultStore | None
     result: StoreVerification | None
     if "://" in text and not text.startswith("sqlite:///"):
-        from harness.store import open_store
-
         store = open_store(text)
         result = store.verify()
     else:
         path = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text)
         result = verify_path(path) if path.is_file() else None
         if result is None or result.ok:
-            return SqliteStore(path)
+            return open_store(path)
         store = None
     if result.ok:
         return store

@@ -103,14 +103,18 @@ def _config_text(arg: str) -> str:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from typing import cast
+
     from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
-    from harness.store import SqliteStore
+    from harness.store import SqliteStore, open_store
     from protocol import load_protocol
 
     task = load_engine_task(args.task)
     text = _config_text(args.config)
     protocol = load_protocol()
-    store = SqliteStore(args.db)
+    # harness.engines still types its store as SqliteStore; every store open_store returns is one
+    # (PostgresStore subclasses it) until the engine evaluation joins verdict/ (issue 29, item 1)
+    store = cast(SqliteStore, open_store(args.db))
     session = open_engine_session(store, protocol, backend="cuda" if task.requires_gpu else "cpu",
                                   note=f"atb engine eval {task.id}")
     res = evaluate_engine_candidate(task, text, store=store, session=session, protocol=protocol,

@@ -67,11 +67,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         fresh = None
         if args.fresh_measurement:
-            from harness.store import SqliteStore
+            from harness.store import open_store
             from protocol import load_protocol
 
             proto = load_protocol()
-            store = SqliteStore(args.db)
+            store = open_store(args.db)
             services.open_session(store, proto, None)
             fresh = services.evaluator(task, store, proto)
         progress(f"replaying {path} ({header.provider}:{header.model}, {'scripted' if header.scripted else 'real model'})")
@@ -109,7 +109,7 @@ def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
     from atb_agent.errors import ReplayDivergence
     from atb_agent.mcp import McpLogError, read_call_log
     from atb_agent.replay import replay_mcp_log
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.subjects import load_subject
     from protocol import load_protocol
     from sandbox import SandboxError
@@ -122,7 +122,7 @@ def run_mcp_log(args: argparse.Namespace, path: Path) -> int:
     services = HarnessServices(args.backend, args.sandbox)
     services.bind_task(task)
     proto = load_protocol()
-    store = SqliteStore(args.db)
+    store = open_store(args.db)
     try:
         services.open_session(store, proto, None)
         evaluator = services.evaluator(task, store, proto)

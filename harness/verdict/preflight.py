@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import HarnessError
 from harness.measure.session import MeasurementContext, open_measurement_session
 from harness.records import Backend
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import Task, load_task
 from harness.verdict.evaluate import evaluate_candidate
 
@@ -146,7 +146,7 @@ def trivial_candidate_source(task: Task, name: str) -> str:
     return task.source.rstrip() + "\n" + _HELPERS + "\n" + _TRIVIAL_BODIES[name]
 
 
-def preflight_task(task: str | Path | Task, store: SqliteStore, session: MeasurementContext) -> PreflightReport:
+def preflight_task(task: str | Path | Task, store: ResultStore, session: MeasurementContext) -> PreflightReport:
     """Run every trivial candidate against ``task`` and store the report.
 
     Raises:
@@ -168,7 +168,7 @@ def preflight_task(task: str | Path | Task, store: SqliteStore, session: Measure
     return report.model_copy(update={"report_id": rid})
 
 
-def latest_preflight(store: SqliteStore, task: Task) -> PreflightReport | None:
+def latest_preflight(store: ResultStore, task: Task) -> PreflightReport | None:
     """The most recent stored preflight of this exact task file (same source digest), if any."""
     found: PreflightReport | None = None
     for row in store.reports(REPORT_KIND, task.id):
@@ -178,7 +178,7 @@ def latest_preflight(store: SqliteStore, task: Task) -> PreflightReport | None:
     return found
 
 
-def weak_tasks(store: SqliteStore) -> set[str]:
+def weak_tasks(store: ResultStore) -> set[str]:
     """Ids of tasks whose latest stored preflight (for their source digest at the time) found them weak:
     to be excluded from headline comparisons."""
     latest: dict[tuple[str, str], bool] = {}
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         backend: Backend = args.backend
         task = load_task(args.task)  # a bad name fails here, before any worker is started
-        with SqliteStore(args.db) as store, open_measurement_session(store, backend) as session:
+        with open_store(args.db) as store, open_measurement_session(store, backend) as session:
             report = preflight_task(task, store, session)
     except HarnessError as exc:
         msg = " ".join(str(exc).split())
