@@ -139,3 +139,20 @@ def test_audit_events_from_candidate_frames_are_recorded(workdir: Path) -> None:
         assert "gc.get_objects" in w.request({"op": "integrity"})["audit_events"]
     finally:
         w.close()
+
+
+def test_the_stack_dump_timer_starts_no_thread() -> None:
+    """A measuring child's thread count is evidence (the escape gate counts threads before and after the
+    candidate's calls). faulthandler's watchdog thread, still exiting from one request when the next
+    counted, once read as the candidate's thread left running (3 against 2): the timer is a signal now."""
+    import os
+
+    from harness.measure.runner._serve import _arm_stack_dump, _disarm_stack_dump
+
+    before = len(os.listdir("/proc/self/task"))
+    _arm_stack_dump(30.0)
+    try:
+        assert len(os.listdir("/proc/self/task")) == before
+    finally:
+        _disarm_stack_dump()
+    assert len(os.listdir("/proc/self/task")) == before
