@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from transcripts import EndData, HeaderData, StoreCheckpointRef, TranscriptWriter, read_transcript
 
 from atb_agent._checkpointer import CheckpointTarget, checkpoint_target
+from atb_agent.campaign_spec import CampaignSpec
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
@@ -103,22 +104,16 @@ def _tuner_for(spec: str, base_url: str | None) -> Tuner:
     return graph_tuner_from_header(spec, header)
 
 
-def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed: int, store_path: str | Path, *,
-                 base_url: str | None = None, resume: str | None = None, services: CampaignServices | None = None,
-                 transcript_path: Path | None = None, checkpoint_path: Path | None = None,
-                 scripted: bool = False, label: str = "", backend: str = "cpu",
-                 preregistration_id: str | None = None, arm: str | None = None,
-                 config: dict[str, Any] | None = None, transcripts_dir: Path | str | None = None) -> Any:
-    """Run (or resume) one tuning campaign and return its stored :class:`harness.tuning.campaigns.CampaignSummary`.
+def run_campaign(spec: CampaignSpec, *, services: CampaignServices | None = None,
+                 on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None) -> Any:
+    """Run (or resume) the campaign ``spec`` describes and return its stored
+    :class:`harness.tuning.campaigns.CampaignSummary`.
 
-    ``task`` is a task name or file (:func:`harness.tuning.subjects.load_subject` decides its kind) or a loaded
-    :class:`~harness.tuning.subjects.Subject`. ``scripted`` marks the transcript as coming from scripted model
-    turns (tests, fixtures). ``preregistration_id``/``arm`` make the campaign an arm of a pre-registered
-    A/B; ``config`` is stored with the campaign, and its arm keys (``system_prompt_suffix``) are applied
-    to the tuner. ``store_path`` is a SQLite file (or ``sqlite:///PATH``) or a ``postgresql://`` URL: on
-    PostgreSQL the graph checkpoints on the same server (LangGraph's ``PostgresSaver``) and the
-    transcript goes under :func:`transcripts_home` (``transcripts_dir``). ``random`` runs
-    :func:`harness.tuning.search.random_search_task` (``services`` unused).
+    ``services`` opens the measurement session, the sandbox and the evaluator (the harness's own by
+    default; tests pass scripted ones). A ``random`` tuner runs :func:`harness.tuning.search.random_search_task`
+    (``services`` unused; ``on_iteration(i, knobs, result)`` is told of each iteration). On PostgreSQL the
+    graph checkpoints on the same server (LangGraph's ``PostgresSaver``) and the transcript goes under
+    :func:`transcripts_home`.
 
     Raises:
         TunerSpecError: the spec names no tuner. MissingApiKeyError: the provider's key is unset.
@@ -130,22 +125,23 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
     from harness.tuning.campaigns import CampaignRecorder
     from protocol import load_protocol
 
-    if budget <= 0:
-        raise CampaignError(f"the budget must be a positive number of iterations, not {budget}")
     proto = load_protocol()
-    store_file = store_path if isinstance(store_path, Path) else str(store_path)
+    store_file = spec.store_target
+    task, tuner_spec, budget, seed, resume = spec.task, spec.tuner, spec.budget, spec.seed, spec.resume
     if parse_spec(tuner_spec).kind == "random":
         from harness.tuning.search import random_search_task
 
         with open_results_store(store_file) as random_store:
             return random_search_task(task, store=random_store, protocol=proto, budget=budget, seed=seed,
-                                      backend=backend, campaign_id=resume,  # type: ignore[arg-type]
-                                      preregistration_id=preregistration_id, arm=arm)
+                                      backend=spec.backend, campaign_id=resume,  # type: ignore[arg-type]
+                                      preregistration_id=spec.preregistration_id, arm=spec.arm,
+                                      on_iteration=on_iteration)
     subject = load_subject(task) if isinstance(task, (str, Path)) else task
+    base_url, config = spec.base_url, spec.config
     tuner = _tuner_for(tuner_spec, base_url)        # a bad spec or a missing key fails before anything is opened
     apply_arm_config(tuner, {k: v for k, v in (config or {}).items() if k in ARM_CONFIG_KEYS})
     store = open_results_store(store_file)
-    svc = services or HarnessServices(backend)
+    svc = services or HarnessServices(spec.backend)
     if isinstance(svc, BindsTask):
         svc.bind_task(subject)
     try:
@@ -164,19 +160,19 @@ def run_campaign(task: str | Path | Subject, tuner_spec: str, budget: int, seed:
             session_id = svc.open_session(store, proto, None)
             recorder = CampaignRecorder.open(store, proto, task_id=subject.id, kind=subject.kind, tuner_spec=tuner_spec,
                                              seed=seed, budget=budget, session_id=session_id,
-                                             preregistration_id=preregistration_id, arm=arm,
+                                             preregistration_id=spec.preregistration_id, arm=spec.arm,
                                              config={**(config or {}), **subject.campaign_config(),
                                                      **campaign_config_of(tuner), "base_url": base_url or "",
-                                                     "scripted": scripted})
-        paths = default_paths(store_file, recorder.campaign_id, transcripts_dir)
-        checkpoints = checkpoint_path or checkpoint_target(store_file, paths.checkpoints)
+                                                     "scripted": spec.scripted})
+        paths = default_paths(store_file, recorder.campaign_id, spec.transcripts_dir)
+        checkpoints = spec.checkpoint_path or checkpoint_target(store_file, paths.checkpoints)
         inbox = SubmissionInbox()
         brief = task_brief(subject)
         toolbox = svc.toolbox(subject, brief, inbox)
-        writer = TranscriptWriter(transcript_path or paths.transcript)
+        writer = TranscriptWriter(spec.transcript_path or paths.transcript)
         if writer.next_seq == 0:
             _write_header(writer, tuner, tuner_spec, subject.id, brief, budget, seed, recorder.campaign_id, proto,
-                          toolbox, scripted=scripted, label=label)
+                          toolbox, scripted=spec.scripted, label=spec.label)
         replay = None
         evaluator = svc.evaluator(subject, store, proto)
         if parse_spec(tuner_spec).kind == "replay":
@@ -244,5 +240,5 @@ def _replay_tuner_parts(tuner_spec: str, toolbox: ToolBoxLike, evaluator: Evalua
             ReplayTunerEvaluator(evaluator, RecordedEvaluator(recorded)))
 
 
-__all__ = ["BindsTask", "CampaignPaths", "CampaignServices", "HarnessServices", "default_paths", "run_campaign",
+__all__ = ["BindsTask", "CampaignPaths", "CampaignServices", "CampaignSpec", "HarnessServices", "default_paths", "run_campaign",
            "open_results_store", "task_brief", "transcripts_home"]

@@ -360,14 +360,16 @@ def a8_forged_transcript() -> tuple[bool, str]:
     from loopback.workspace import MemoryToolBox
     from test_replay_forged import forge
 
-    from atb_agent.campaign import run_campaign
+    from atb_agent.campaign import CampaignSpec, run_campaign
     from atb_agent.errors import ReplayDivergence
     from atb_agent.replay import replay_transcript
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-redteam")
     with LoopbackServer(three_iterations()) as srv:
-        summary = run_campaign("gelu", "openai:scripted-model", 3, 7, WORK / "run" / "atb.sqlite",
-                               base_url=srv.openai_base_url, services=ScriptedServices(), scripted=False)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=3, seed=7,
+                                            store=WORK / "run" / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=False),
+                                            services=ScriptedServices())
     recorded = Path(summary.outcome.detail["transcript"])
 
     def replay(p: Path) -> Any:

@@ -15,7 +15,7 @@ from loopback.scripts import three_iterations, truncated_run
 from loopback.services import ScriptedServices
 from loopback.workspace import MemoryToolBox
 
-from atb_agent.campaign import run_campaign
+from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.errors import ReplayDivergence
 from atb_agent.replay import replay_transcript
 from transcripts import TranscriptTampered, read_transcript
@@ -42,8 +42,9 @@ def _iteration_rows(db: Path, campaign_id: str) -> list[tuple[int, str | None]]:
 
 def _run(kind: str, tmp_path: Path, turns: Any, budget: int = 3, services: Any = None) -> Any:
     with LoopbackServer(turns) as srv:
-        return run_campaign("gelu", f"{kind}:scripted-model", budget, 7, tmp_path / "atb.sqlite",
-                            base_url=_url(srv, kind), services=services or ScriptedServices(), scripted=True)
+        return run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=budget, seed=7,
+                                         store=tmp_path / "atb.sqlite", base_url=_url(srv, kind),
+                                         scripted=True), services=services or ScriptedServices())
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
@@ -135,8 +136,8 @@ def test_a_crashed_run_resumes_with_every_iteration_stored_once(kind: str, tmp_p
     db = tmp_path / "atb.sqlite"
     with LoopbackServer(three_iterations()) as srv:
         with pytest.raises(RuntimeError, match="simulated crash"):
-            run_campaign("gelu", f"{kind}:scripted-model", 3, 7, db, base_url=_url(srv, kind),
-                         services=_CrashOnce(), scripted=True)
+            run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=3, seed=7, store=db,
+                                      base_url=_url(srv, kind), scripted=True), services=_CrashOnce())
         with sqlite3.connect(db) as c:
             (campaign_id,), = c.execute("SELECT id FROM campaigns")
         assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0]
@@ -145,8 +146,9 @@ def test_a_crashed_run_resumes_with_every_iteration_stored_once(kind: str, tmp_p
         with pytest.raises(ReplayDivergence, match="did not finish"):
             replay_transcript(default_paths(db, campaign_id).transcript, toolbox_factory=_memory_tools)
         services = ScriptedServices()
-        summary = run_campaign("gelu", f"{kind}:scripted-model", 3, 7, db, base_url=_url(srv, kind),
-                               services=services, scripted=True, resume=campaign_id)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=3, seed=7, store=db,
+                                            base_url=_url(srv, kind), scripted=True,
+                                            resume=campaign_id), services=services)
     assert summary.iterations_recorded == 3
     assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0, 1, 2]
     assert services.judge is not None and services.judge.evaluated == [1, 2]   # nothing measured twice
@@ -162,8 +164,9 @@ def test_resume_with_other_arguments_is_refused(tmp_path: Path) -> None:
 
     summary = _run("openai", tmp_path, three_iterations(), budget=1)
     with pytest.raises(CampaignError, match="same arguments"):
-        run_campaign("gelu", "openai:scripted-model", 2, 7, tmp_path / "atb.sqlite", services=ScriptedServices(),
-                     resume=summary.campaign.id)
+        run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=2, seed=7,
+                                  store=tmp_path / "atb.sqlite", resume=summary.campaign.id),
+                                  services=ScriptedServices())
 
 
 def test_a_loaded_subject_runs_like_its_name(tmp_path: Path) -> None:
@@ -174,8 +177,10 @@ def test_a_loaded_subject_runs_like_its_name(tmp_path: Path) -> None:
     subject = load_subject("gelu")
     services = ScriptedServices()
     with LoopbackServer(three_iterations()) as srv:
-        summary = run_campaign(subject, "openai:scripted-model", 3, 7, tmp_path / "atb.sqlite",
-                               base_url=srv.openai_base_url, services=services, scripted=True)
+        summary = run_campaign(CampaignSpec(task=subject, tuner="openai:scripted-model", budget=3, seed=7,
+                                            store=tmp_path / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=True),
+                                            services=services)
     assert summary.iterations_recorded == 3 and summary.campaign.kind == "kernel"
     assert services.judge is not None and services.judge.task is subject
     assert {"base_url", "scripted"} <= set(summary.campaign.config) and "engine" not in summary.campaign.config
@@ -187,7 +192,8 @@ def test_replay_tuner_reruns_a_transcript_and_is_measured_afresh(tmp_path: Path)
     first = _run("openai", tmp_path / "a", three_iterations())
     path = first.outcome.detail["transcript"]
     services = ScriptedServices()
-    again = run_campaign("gelu", f"replay:{path}", 3, 7, tmp_path / "b" / "atb.sqlite", services=services)
+    again = run_campaign(CampaignSpec(task="gelu", tuner=f"replay:{path}", budget=3, seed=7,
+                                      store=tmp_path / "b" / "atb.sqlite"), services=services)
     assert again.iterations_recorded == 3 and services.judge is not None and services.judge.evaluated == [0, 1, 2]
     assert again.candidate_sequence == first.candidate_sequence
 
@@ -241,8 +247,9 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         assert 1 <= len(before) < 3
         with sqlite3.connect(db) as c:
             assert not list(c.execute("SELECT 1 FROM campaign_outcomes"))
-        summary = run_campaign("gelu", "openai:scripted-model", 3, 7, db, base_url=srv.openai_base_url,
-                               services=ScriptedServices(), scripted=True, resume=campaign_id)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=3, seed=7, store=db,
+                                            base_url=srv.openai_base_url, scripted=True,
+                                            resume=campaign_id), services=ScriptedServices())
     after = _iteration_rows(db, campaign_id)
     assert [r[0] for r in after] == [0, 1, 2]
     assert after[:len(before)] == before                  # stored iterations were kept, not redone
@@ -260,12 +267,14 @@ def test_a_crashed_replay_tuner_run_resumes_with_every_iteration_stored_once(tmp
     db = tmp_path / "b" / "atb.sqlite"
     _CrashOnce.crashed = False
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run_campaign("gelu", f"replay:{path}", 3, 7, db, services=_CrashOnce())
+        run_campaign(CampaignSpec(task="gelu", tuner=f"replay:{path}", budget=3, seed=7, store=db),
+                                  services=_CrashOnce())
     with sqlite3.connect(db) as c:
         (campaign_id,), = c.execute("SELECT id FROM campaigns")
     assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0]
     services = ScriptedServices()
-    again = run_campaign("gelu", f"replay:{path}", 3, 7, db, services=services, resume=campaign_id)
+    again = run_campaign(CampaignSpec(task="gelu", tuner=f"replay:{path}", budget=3, seed=7, store=db,
+                                      resume=campaign_id), services=services)
     assert again.iterations_recorded == 3 and again.outcome.status == "completed"
     assert [r[0] for r in _iteration_rows(db, campaign_id)] == [0, 1, 2]
     assert services.judge is not None and services.judge.evaluated == [1, 2]

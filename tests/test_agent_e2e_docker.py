@@ -13,7 +13,7 @@ import pytest
 from loopback import LoopbackServer
 from loopback.scripts import three_iterations
 
-from atb_agent.campaign import HarnessServices, run_campaign
+from atb_agent.campaign import HarnessServices, CampaignSpec, run_campaign
 from atb_agent.replay import replay_transcript
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_sandbox_ready")]
@@ -28,8 +28,9 @@ def test_scripted_run_in_the_sandbox_with_harness_verdicts_replays(kind: str, tm
     db = tmp_path / "atb.sqlite"
     with LoopbackServer(three_iterations()) as srv:
         url = srv.openai_base_url if kind == "openai" else srv.anthropic_base_url
-        summary = run_campaign("gelu", f"{kind}:scripted-model", 3, 0, db, base_url=url,
-                               services=HarnessServices("cpu", "docker"), scripted=True)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=3, seed=0, store=db,
+                                            base_url=url, scripted=True),
+                                            services=HarnessServices("cpu", "docker"))
     assert summary.iterations_recorded == 3
     with sqlite3.connect(db) as c:
         rows = list(c.execute("SELECT i.idx, v.id, v.baseline_label FROM iterations i JOIN verdicts v "

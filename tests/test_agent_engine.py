@@ -17,7 +17,7 @@ import pytest
 from loopback import LoopbackServer
 from loopback.server import ScriptedCall, ScriptedTurn
 
-from atb_agent.campaign import HarnessServices, run_campaign
+from atb_agent.campaign import HarnessServices, CampaignSpec, run_campaign
 from harness.engines import ENGINE_CANDIDATE_FILE, cached_binary
 
 TASK = "llamacpp-tiny-1t"
@@ -67,8 +67,9 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted")
     db = tmp_path / "atb.sqlite"
     with LoopbackServer(two_flag_iterations()) as srv:
-        llm = run_campaign(TASK, "openai:scripted-model", BUDGET, 0, db, base_url=srv.openai_base_url,
-                           services=HarnessServices("cpu", "bwrap"), scripted=True)
+        llm = run_campaign(CampaignSpec(task=TASK, tuner="openai:scripted-model", budget=BUDGET, seed=0, store=db,
+                                        base_url=srv.openai_base_url, scripted=True),
+                                        services=HarnessServices("cpu", "bwrap"))
         tools_offered = {t["function"]["name"] for t in srv.requests[0][1]["tools"]}
         first_prompt = json.dumps(srv.requests[0][1]["messages"])
     assert "set_flags" in tools_offered and ENGINE_CANDIDATE_FILE in first_prompt
@@ -111,7 +112,7 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     replayed = _json.loads(cli.stdout)
     assert replayed["requests_identical"] == 3 and replayed["ok"] is True
 
-    rnd = run_campaign(TASK, "random", BUDGET, 1, db)
+    rnd = run_campaign(CampaignSpec(task=TASK, tuner="random", budget=BUDGET, seed=1, store=db))
     assert rnd.campaign.kind == "engine" and rnd.iterations_recorded == BUDGET
     proto = load_protocol()
     with SqliteStore(db) as store:

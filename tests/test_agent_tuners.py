@@ -13,7 +13,7 @@ from loopback.scripts import three_iterations
 from loopback.services import ScriptedJudge, ScriptedServices
 from loopback.workspace import MemoryToolBox
 
-from atb_agent.campaign import run_campaign
+from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.errors import TunerSpecError
 from atb_agent.tuners import GraphTuner, parse_spec, resolve_tuner
 
@@ -77,7 +77,8 @@ def test_a_third_party_tuner_runs_through_its_entry_point(tmp_path: Path, monkey
     (info / "entry_points.txt").write_text("[autotunebench.tuners]\nplugtuner = plug_pkg:make\n")
     monkeypatch.syspath_prepend(str(site))
     services = ScriptedServices()
-    summary = run_campaign("gelu", "plugtuner:v1", 2, 3, tmp_path / "atb.sqlite", services=services)
+    summary = run_campaign(CampaignSpec(task="gelu", tuner="plugtuner:v1", budget=2, seed=3,
+                                        store=tmp_path / "atb.sqlite"), services=services)
     assert summary.iterations_recorded == 2 and summary.usable_iterations == 2
     assert summary.outcome.status == "completed"
     assert services.judge is not None and services.judge.evaluated == [0, 1]
@@ -104,8 +105,10 @@ def test_fresh_measurement_reports_how_verdicts_moved(tmp_path: Path, monkeypatc
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with LoopbackServer(three_iterations()) as srv:
-        summary = run_campaign("gelu", "openai:scripted-model", 3, 7, tmp_path / "atb.sqlite",
-                               base_url=srv.openai_base_url, services=ScriptedServices(), scripted=True)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=3, seed=7,
+                                            store=tmp_path / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=True),
+                                            services=ScriptedServices())
     store = SqliteStore(tmp_path / "fresh.sqlite")
     proto = load_protocol()
     services = ScriptedServices()
@@ -124,7 +127,8 @@ def test_a_missing_key_fails_before_a_campaign_is_opened(tmp_path: Path, monkeyp
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(MissingApiKeyError, match="ANTHROPIC_API_KEY"):
-        run_campaign("gelu", "anthropic:claude-x", 2, 0, tmp_path / "atb.sqlite", services=ScriptedServices())
+        run_campaign(CampaignSpec(task="gelu", tuner="anthropic:claude-x", budget=2, seed=0,
+                                  store=tmp_path / "atb.sqlite"), services=ScriptedServices())
     assert not (tmp_path / "atb.sqlite").exists()
 
     from atb_agent.cli import main

@@ -175,7 +175,7 @@ def test_a_killed_llm_campaign_on_postgres_resumes_storing_each_iteration_once(p
     from loopback.services import ScriptedServices
     from test_agent_campaign import _memory_tools
 
-    from atb_agent.campaign import run_campaign
+    from atb_agent.campaign import CampaignSpec, run_campaign
     from atb_agent.replay import replay_transcript
 
     child = ROOT / "tests" / "loopback" / "child_run.py"
@@ -198,8 +198,11 @@ def test_a_killed_llm_campaign_on_postgres_resumes_storing_each_iteration_once(p
         assert _pg_rows(pg_db, f"SELECT count(*) FROM {PG_SCHEMA}.checkpoints WHERE thread_id = ?", (cid,))[0][0] > 0
         os.environ["OPENAI_API_KEY"] = env["OPENAI_API_KEY"]
         try:
-            summary = run_campaign("gelu", "openai:scripted-model", 3, 7, pg_db, base_url=srv.openai_base_url,
-                                   services=ScriptedServices(), scripted=True, resume=cid, transcripts_dir=tmp_path)
+            summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=3, seed=7,
+                                                store=pg_db, base_url=srv.openai_base_url,
+                                                scripted=True, resume=cid,
+                                                transcripts_dir=tmp_path),
+                                                services=ScriptedServices())
         finally:
             os.environ.pop("OPENAI_API_KEY", None)
     after = _pg_rows(pg_db, sql, (cid,))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from loopback.services import ScriptedServices
 
-from atb_agent.campaign import run_campaign
+from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.cli import main
 from harness.engines.llamacpp_build import LLAMA_CPP_PYTHON_VERSION, cached_binary
 from harness.engines.llamacpp_model import SMOLLM2_FILE, cached_smollm2
@@ -56,8 +56,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixt
 
 
 def test_truncation_is_caught_for_real_and_makes_the_run_an_infrastructure_defect(served: str, tmp_path: Path) -> None:
-    summary = run_campaign("gelu", "openai:smollm2", 1, 3, tmp_path / "atb.sqlite", base_url=served,
-                           services=ScriptedServices())
+    summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:smollm2", budget=1, seed=3,
+                                        store=tmp_path / "atb.sqlite", base_url=served),
+                                        services=ScriptedServices())
     t = read_transcript(Path(summary.outcome.detail["transcript"]))
     turns = t.of_kind("model_turn", ModelTurnData)
     assert turns, "the real model was called"
@@ -74,8 +75,9 @@ test_truncation_is_caught_for_real_and_makes_the_run_an_infrastructure_defect.ca
 
 def test_live_run_records_identity_and_replays_byte_for_byte(served: str, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    summary = run_campaign("gelu", "openai:smollm2", 1, 3, tmp_path / "atb.sqlite", base_url=served,
-                           services=ScriptedServices())
+    summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:smollm2", budget=1, seed=3,
+                                        store=tmp_path / "atb.sqlite", base_url=served),
+                                        services=ScriptedServices())
     assert summary.iterations_recorded == 1 and summary.outcome is not None
     path = Path(summary.outcome.detail["transcript"])
     t = read_transcript(path)

@@ -22,7 +22,7 @@ from loopback.scripts import three_iterations
 from loopback.services import ScriptedServices
 from loopback.workspace import MemoryToolBox
 
-from atb_agent.campaign import run_campaign
+from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.errors import ReplayDivergence
 from atb_agent.evaluation import VerdictSummary
 from atb_agent.replay import replay_transcript
@@ -36,8 +36,10 @@ def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ATB_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with LoopbackServer(three_iterations()) as srv:
-        summary = run_campaign("gelu", "openai:scripted-model", 3, 7, tmp_path / "run" / "atb.sqlite",
-                               base_url=srv.openai_base_url, services=ScriptedServices(), scripted=False)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=3, seed=7,
+                                            store=tmp_path / "run" / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=False),
+                                            services=ScriptedServices())
     return Path(summary.outcome.detail["transcript"])
 
 

@@ -16,7 +16,7 @@ from loopback import LoopbackServer, ScriptedCall, ScriptedTurn
 from loopback.services import ScriptedServices
 from loopback.workspace import MemoryToolBox
 
-from atb_agent.campaign import run_campaign
+from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.graph._text_protocol import SUBMIT_CALL_ID, WRITE_CALL_ID, candidate_from_text, fenced_python_blocks
 from atb_agent.replay import replay_transcript
 from transcripts import TEXT_PROTOCOL_FENCED_PYTHON, ModelServerData, read_transcript
@@ -85,8 +85,10 @@ def test_text_protocol_end_to_end_is_recorded_and_replays(cache: Path, tmp_path:
     services = ScriptedServices()
     with LoopbackServer(_turns()) as srv:
         ident = _register_served(cache, srv.openai_base_url)
-        summary = run_campaign("gelu", "openai:smollm2", 3, 5, tmp_path / "atb.sqlite", base_url=srv.openai_base_url,
-                               services=services, scripted=True)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:smollm2", budget=3, seed=5,
+                                            store=tmp_path / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=True),
+                                            services=services)
         bodies = [body for _, body in srv.requests]
     assert summary.outcome.status == "completed" and summary.iterations_recorded == 3
     assert summary.campaign.config["model_server"]["gguf_sha256"] == ident.gguf_sha256
@@ -116,8 +118,10 @@ def test_without_a_served_model_the_protocol_is_off(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("ATB_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with LoopbackServer([ScriptedTurn(text=f"```python\n{GOOD}```")]) as srv:
-        summary = run_campaign("gelu", "openai:scripted-model", 1, 5, tmp_path / "atb.sqlite",
-                               base_url=srv.openai_base_url, services=ScriptedServices(), scripted=True)
+        summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:scripted-model", budget=1, seed=5,
+                                            store=tmp_path / "atb.sqlite",
+                                            base_url=srv.openai_base_url, scripted=True),
+                                            services=ScriptedServices())
         body = srv.requests[0][1]
     t = read_transcript(Path(summary.outcome.detail["transcript"]))
     assert t.header.text_protocol == "" and t.header.model_server is None and "seed" not in body

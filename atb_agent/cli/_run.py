@@ -115,31 +115,24 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
         NotFound: ``resume`` names no stored run.
         HarnessError / AgentError: from the search or the tuner (exit 2 at the CLI).
     """
-    from atb_agent.campaign import open_results_store as open_store
-    from protocol import load_protocol
+    from atb_agent.campaign import CampaignSpec, open_results_store, run_campaign
 
     if budget <= 0:
         raise BadInput(f"--budget must be a positive number of iterations, got {budget}")
-    protocol = load_protocol()
-    if tuner == "random":
+    spec = CampaignSpec(task=task, tuner=tuner, budget=budget, seed=seed, store=db, base_url=base_url, resume=resume,
+                        backend=backend, preregistration_id=preregistration_id, arm=arm, config=config or {},
+                        transcripts_dir=transcripts_dir)
+    if tuner == "random" and resume is not None:
         from harness.tuning.campaigns import get_campaign
-        from harness.tuning.search import random_search_task
 
-        with open_store(db) as store:
-            if resume is not None:
-                get_campaign(store, resume)      # NotFound (exit 2) rather than a new run under a mistyped id
-            summary = random_search_task(
-                task, store=store, protocol=protocol, budget=budget, seed=seed, backend=backend,  # type: ignore[arg-type]
-                campaign_id=resume, preregistration_id=preregistration_id, arm=arm,
-                on_iteration=lambda i, knobs, res: progress(
-                    f"[random seed {seed}] iteration {i + 1}/{budget} {knobs}: "
-                    f"{getattr(res, 'verdict', '?')} speedup {getattr(res, 'speedup', None)}"))
-        return summary.campaign.id
-    from atb_agent.campaign import run_campaign
+        with open_results_store(db) as store:
+            get_campaign(store, resume)      # NotFound (exit 2) rather than a new run under a mistyped id
 
-    summary = run_campaign(task, tuner, budget, seed, db, base_url=base_url, resume=resume, backend=backend,
-                           preregistration_id=preregistration_id, arm=arm, config=config,
-                           transcripts_dir=transcripts_dir)
+    def random_progress(i: int, knobs: dict[str, Any], res: Any) -> None:
+        progress(f"[random seed {seed}] iteration {i + 1}/{budget} {knobs}: "
+                 f"{getattr(res, 'verdict', '?')} speedup {getattr(res, 'speedup', None)}")
+
+    summary = run_campaign(spec, on_iteration=random_progress)
     return _campaign_id_of(summary)
 
 

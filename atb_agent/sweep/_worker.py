@@ -61,23 +61,19 @@ def _run_attempt(key_data: dict[str, Any], *, budget: int, backend: str, base_ur
             return {**state.model_dump(), "node_sha256": node.sha256, "ran": False}
         record_attempt(store, key, campaign_id=state.campaign_id or (key.campaign_id if kind == "random" else None),
                        node=node, pid=os.getpid(), attempt_of=len(attempts(store, key)) + 1, ref=ref)
-        if kind == "random":
-            from harness.tuning.search import random_search_task
+        # an LLM, entry-point or replay campaign resumes from its graph checkpoint (a replay's recorded-call
+        # cursor is put where the checkpoint stands): its stored iterations are kept, none is redone; a random
+        # campaign runs under the key's campaign id, so a restarted one continues the stored iterations
+        resume = key.campaign_id if kind == "random" else state.campaign_id
+        store.close()                      # run_campaign opens its own connection to the store
+        from atb_agent.campaign import CampaignSpec, run_campaign
 
-            random_search_task(key.task, store=store, protocol=proto, budget=budget, seed=key.seed,  # type: ignore[arg-type]
-                               backend=backend, campaign_id=key.campaign_id)  # type: ignore[arg-type]
-        else:
-            # an LLM, entry-point or replay campaign resumes from its graph checkpoint (a replay's recorded-call
-            # cursor is put where the checkpoint stands): its stored iterations are kept, none is redone
-            resume = state.campaign_id
-            store.close()                      # run_campaign opens its own connection to the store
-            from atb_agent.campaign import run_campaign
-
-            target: Any = sqlite_path(db) if store_kind(db) == "sqlite" else db
-            run_campaign(key.task, key.run_tuner, budget, key.seed, target, base_url=base_url, resume=resume,
-                         backend=backend, config={CONFIG_KEY: key.key, "sweep_id": key.sweep_id},
-                         transcripts_dir=transcripts_dir)
-            store = open_store(db)
+        target: Any = sqlite_path(db) if store_kind(db) == "sqlite" else db
+        config = {} if kind == "random" else {CONFIG_KEY: key.key, "sweep_id": key.sweep_id}
+        run_campaign(CampaignSpec(task=key.task, tuner=key.run_tuner, budget=budget, seed=key.seed, store=target,
+                                  base_url=base_url, resume=resume, backend=backend, config=config,
+                                  transcripts_dir=transcripts_dir))
+        store = open_store(db)
         final = states(store, [key])[key.key]
         return {**final.model_dump(), "node_sha256": node.sha256, "ran": True}
     finally:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loopback.services import ScriptedServices  # noqa: E402
 
-from atb_agent.campaign import run_campaign  # noqa: E402
+from atb_agent.campaign import CampaignSpec, run_campaign  # noqa: E402
 
 
 class SlowServices(ScriptedServices):
@@ -33,4 +33,5 @@ class SlowServices(ScriptedServices):
 if __name__ == "__main__":
     kind, url, db = sys.argv[1:4]
     store: Any = db if "://" in db else Path(db)      # a PostgreSQL URL (issue 28) or a SQLite file
-    run_campaign("gelu", f"{kind}:scripted-model", 3, 7, store, base_url=url, services=SlowServices(), scripted=True)
+    run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=3, seed=7, store=store,
+                              base_url=url, scripted=True), services=SlowServices())

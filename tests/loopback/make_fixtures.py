@@ -20,7 +20,7 @@ from loopback import LoopbackServer  # noqa: E402
 from loopback.scripts import three_iterations  # noqa: E402
 from loopback.services import ScriptedServices  # noqa: E402
 
-from atb_agent.campaign import HarnessServices, run_campaign  # noqa: E402
+from atb_agent.campaign import HarnessServices, CampaignSpec, run_campaign  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "transcripts" / "recorded"
@@ -39,8 +39,10 @@ def make(kind: str, docker: bool) -> Path:
     with tempfile.TemporaryDirectory() as tmp, LoopbackServer(three_iterations()) as srv:
         url = srv.openai_base_url if kind == "openai" else srv.anthropic_base_url
         services = HarnessServices("cpu", "docker") if docker else ScriptedServices()
-        run_campaign("gelu", f"{kind}:scripted-model", 3, 0, Path(tmp) / "atb.sqlite", base_url=url, services=services,
-                     transcript_path=target, scripted=True, label=LABEL_DOCKER if docker else LABEL_MEMORY)
+        run_campaign(CampaignSpec(task="gelu", tuner=f"{kind}:scripted-model", budget=3, seed=0,
+                                  store=Path(tmp) / "atb.sqlite", base_url=url, transcript_path=target,
+                                  scripted=True, label=LABEL_DOCKER if docker else LABEL_MEMORY),
+                                  services=services)
     return target
 
 
