@@ -292,14 +292,20 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
         torch.manual_seed(1)
         new = cand_mod.ModelNew(*init)
         new = new.to(dev) if isinstance(new, torch.nn.Module) else new
+        # a graph-timed entry's comparison is the cold graph over distinct sets: the hot do_bench_cudagraph
+        # figure (one round, kept for the record) captures thousands of calls per measurement, which cost 20-50 s
+        # of device time per entry on the H200 when it ran every round
+        hot_rounds = 1 if gpool else rounds
         for r in range(rounds):
             if r:
                 restore_flags()
-                ref_times.append(time_s(ref))
+                if r < hot_rounds:
+                    ref_times.append(time_s(ref))
                 if rotating is not None:
                     ref_rot.append(rot_s(ref))
             torch.backends.cudnn.benchmark = cand_flags.get("cudnn.benchmark", torch.backends.cudnn.benchmark)
-            cand_times.append(time_s(new))
+            if r < hot_rounds:
+                cand_times.append(time_s(new))
             cand_flags["cudnn.benchmark"] = torch.backends.cudnn.benchmark
             if rotating is not None:
                 cand_rot.append(rot_s(new))
@@ -450,6 +456,10 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
     row["independent_ratio_rotating"] = rr
     row["ratio_error_rotating"] = abs(hr / rr - 1.0) if isinstance(hr, (int, float)) and isinstance(rr, (int, float)) \
         and rr > 0 else None
+    # what "accepted at its true speed" is judged by: the independent timer of the harness's own regime (the
+    # cold graph over distinct sets for a graph-timed entry on CUDA, the events/Timer figure otherwise)
+    same = row["ratio_error_rotating"] if graph and row["ratio_error_rotating"] is not None else row["ratio_error"]
+    row["ratio_error_same_regime"] = same
     return row
 
 
@@ -532,6 +542,11 @@ def render(rows: list[dict[str, Any]], device: str) -> str:
                      f"max {max(errs):.3f} (n={len(errs)}, every entry with both ratios); accepted only: "
                      + (f"median {statistics.median(errs_acc):.3f}, max {max(errs_acc):.3f} (n={len(errs_acc)})"
                         if errs_acc else "none"))
+    same = [r["ratio_error_same_regime"] for r in acc if isinstance(r.get("ratio_error_same_regime"), (int, float))]
+    if same:
+        lines.append(f"- accepted entries against the independent timer of the harness's own regime (cold CUDA graph "
+                     f"over distinct sets for graph-timed entries): median {statistics.median(same):.3f}, max "
+                     f"{max(same):.3f}, within 10%: **{sum(1 for e in same if e <= 0.10)} of {len(same)}**")
     rot = [r["ratio_error_rotating"] for r in honest if isinstance(r.get("ratio_error_rotating"), (int, float))]
     if rot:
         lines.append(f"- the same against the independent timer over a rotating pool of inputs (out of cache, as the "
