@@ -3,8 +3,9 @@
 Why: a one-shot kernel evaluation has nothing to do with serving engines, yet before this test it loaded
 the whole engine stack (``harness.engines``' package ``__init__``: httpx, the engine client, every adapter;
 about 0.25 s of a command whose start-up is timed), because every store open fills ``expected_gates``
-and read the engine gates' names from ``harness.engines.gates``. The names now live in the store
-(``harness.store._gates.ENGINE_REQUIRED``); this test keeps any later import from pulling the stack back.
+and read the engine gates' names from the engine package. The engine gates now live in the one gate registry
+(``harness.verdict.gates.engine``, which imports no engine code at run time); this test keeps any later
+import from pulling the stack back.
 
 The evaluation runs for real, in a fresh interpreter (nothing this test process imported counts): the
 CLI's ``main`` on ``atb eval relu start --device cpu --json``, then the interpreter's ``sys.modules``.
@@ -64,10 +65,16 @@ def test_the_probe_sees_an_engine_import(tmp_path: Path) -> None:
     assert _engine_modules(modules)
 
 
-def test_the_store_lists_the_engine_gates_the_engine_code_runs() -> None:
-    """The store writes the engine gates' names itself (see the module doc); they must stay the engine's."""
-    from harness.engines.gates import GATE_NAMES
-    from harness.store._gates import ENGINE_REQUIRED, expected_gates
+ENGINE_GATE_NAMES = ["engine_launch", "engine_alive", "failed_requests", "baseline_requests", "output_match",
+                     "output_length", "anomaly"]
 
-    assert ENGINE_REQUIRED == GATE_NAMES
-    assert [n for kind, n, required in expected_gates() if kind == "engine" and required] == list(GATE_NAMES)
+
+def test_the_store_lists_the_engine_gates_the_registry_runs() -> None:
+    """The store reads the engine gates from the one registry; their names and order are stored with every
+    engine verdict, so they are written out here once more to catch a rename."""
+    from harness.store._gates import expected_gates
+    from harness.verdict.gates import gate_names
+
+    assert gate_names("engine") == ENGINE_GATE_NAMES
+    assert [n for kind, n, required in expected_gates() if kind == "engine" and required] == ENGINE_GATE_NAMES
+    assert ("engine", "flag_space", 0) in expected_gates()

@@ -165,16 +165,31 @@ def test_the_gate_registry_lists_the_builtins_in_their_fail_closed_order() -> No
         GATES.get("nope")
 
 
+ENGINE_NAMES = ["engine_launch", "engine_alive", "failed_requests", "baseline_requests", "output_match",
+                "output_length", "anomaly"]
+
+
+def test_the_engine_gates_are_gates_of_the_one_registry_keyed_by_kind() -> None:
+    from harness.verdict.gates import GATES, gate_names, registered_gates
+    from harness.verdict.gates.engine import ENGINE_GATES
+
+    assert gate_names("engine") == ENGINE_NAMES and registered_gates("engine") == ENGINE_GATES
+    assert all(GATES.get(f"engine:{g.name}") is g for g in ENGINE_GATES)
+    assert not set(registered_gates()) & set(registered_gates("engine"))  # the kernel anomaly gate is another
+
+
 def test_a_plugin_gate_runs_after_the_builtins_and_cannot_reuse_a_name(site: Path) -> None:
-    from harness.verdict.gates import BUILTIN_GATES, GATES, GateRegistryError
+    from harness.verdict.gates import BUILTIN_GATES, GATES, GateRegistryError, registered_gates
 
     body = ("from harness.verdict.gates import gate\n"
             "@gate('extra_check')\ndef extra(evidence, protocol):\n    return [], 'ok'\n"
             "@gate('anomaly')\ndef clash(evidence, protocol):\n    return [], 'ok'\n"
             "NOT_A_GATE = 3\n")
     _install(site, "regplug_gate", body, "autotunebench.gates", {"extra": "regplug_gate:extra"})
-    assert GATES.names() == [*(g.name for g in BUILTIN_GATES), "extra_check"]
+    assert GATES.names() == [*(g.name for g in BUILTIN_GATES), *(f"engine:{n}" for n in ENGINE_NAMES), "extra_check"]
     assert GATES.values()[-1].name == "extra_check"
+    assert registered_gates.__wrapped__()[-1].name == "extra_check"  # a plug-in judges kernels
+    assert "extra_check" not in [g.name for g in registered_gates.__wrapped__("engine")]
 
     _install(site, "regplug_gate2", "", "autotunebench.gates", {"clash": "regplug_gate:clash"})
     with pytest.raises(GateRegistryError, match="reuses the gate name 'anomaly'"):

@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engines._errors import FlagSpaceError
 from harness.engines.flags import FlagValue, parse_config_text, render_config
-from harness.engines.gates import run_engine_gates
 from harness.engines.session import HasSessionId, session_id_of
 from harness.engines.task import EngineTask, load_engine_task
 from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
 from harness.stats import rounds_ratio
 from harness.store import SqliteStore
+from harness.verdict.gates import run_gates
+from harness.verdict.gates.engine import CORRECTNESS_GATES, FLAG_SPACE, EngineEvidence
 from harness.verdict.result import VerdictResult
 from protocol import Protocol, ProtocolRef, load_protocol
 
@@ -76,9 +77,9 @@ def judge_trial(trial: EngineTrial, protocol: Protocol) -> Judgement:
                                "ratio_of_means")
             if est is not None:
                 ratio, ci = est.ratio, (est.ci_low, est.ci_high)
-    gates = run_engine_gates(trial, protocol, ratio)
+    gates = run_gates(EngineEvidence(trial=trial, ratio=ratio), protocol)
     failed = [g for g in gates if not g.passed]
-    correct = all(g.passed for g in gates if g.name in ("output_match", "output_length", "failed_requests")) \
+    correct = all(g.passed for g in gates if g.name in CORRECTNESS_GATES) \
         and trial.candidate is not None
     if not failed and ratio is not None:
         return Judgement(status="accepted", correct=True, ratio=ratio, ci=ci, gates=gates, reason="")
@@ -136,10 +137,10 @@ def _rejected_config(task: EngineTask, text: str, exc: FlagSpaceError, store: Sq
     sess = store.session(session_id)
     cand = store.add_candidate(text, "engine", ref)
     base = store.add_candidate(render_config({}), "engine", ref)
-    gate = GateResult(name="flag_space", passed=False, detail=str(exc))
+    gate = GateResult(name=FLAG_SPACE, passed=False, detail=str(exc))
     v = Verdict(session_id=session_id, device_sha256=sess["device_sha256"], protocol=ref, task_id=task.id,
                 kind="engine", candidate_sha256=cand, baseline_sha256=base, baseline_label=BASELINE_LABEL,
-                status="rejected", correct=False, reason=f"flag_space: {exc}", gates=[gate],
+                status="rejected", correct=False, reason=f"{FLAG_SPACE}: {exc}", gates=[gate],
                 detail={"engine": task.engine, "config_text": text, "protocol_draft": protocol.draft})
     store.add_verdict(v)
     return EngineEvalResult(verdict="rejected", correct=False, gates=[gate],

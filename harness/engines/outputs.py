@@ -18,8 +18,8 @@ every divergence is such a near tie is consistent; one that parts at a clear cho
 outside the top ``n``, is not. Garbage (the right length, the wrong words) parts at its first token with
 a gap of nats, or outside the top ``n``.
 
-These are facts gathered after the timed repetitions (nothing here is timed); the gate
-(:func:`harness.engines.gates.output_match_gate`) judges them against the protocol's tolerance.
+These are facts gathered after the timed repetitions (nothing here is timed); the ``output_match`` gate
+(:mod:`harness.verdict.gates.engine`) judges them against the protocol's tolerance.
 """
 
 from __future__ import annotations

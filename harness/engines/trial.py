@@ -8,7 +8,7 @@ baseline-candidate for even k and candidate-baseline for odd k (ABBA), so a drif
 on both arms alike, and the seed's score is the median repetition. Both arms get the same unmeasured warm-up requests
 first. Seeds are drawn unpredictably (``secrets``) unless given, and recorded.
 
-This module collects facts only; :mod:`harness.engines.gates` judges them and
+This module collects facts only; :mod:`harness.verdict.gates.engine` judges them and
 :mod:`harness.engines.evaluate` turns them into a stored verdict.
 """
 

@@ -1,4 +1,4 @@
-"""Gates of an engine trial: pure functions of the trial's facts and the protocol, failing closed.
+"""The gates of a serving-engine trial, registered in the one gate registry for subject kind ``engine``.
 
 They keep a configuration from looking fast for the wrong reason: it must launch, stay up, fail no more
 requests than the protocol allows, and at temperature 0 return the same completions as the default
@@ -7,18 +7,66 @@ that differs from every default completion counts when it is the default's greed
 (a real model's batched decoding is not bit-reproducible; see :mod:`harness.engines.outputs`). The default
 arm's own failures also fail a gate: a comparison against a broken baseline says nothing. A ratio above
 the protocol's anomaly threshold quarantines the verdict, as for kernels.
+
+Each gate is a pure function of :class:`EngineEvidence` (the trial's facts and the ratio verdict/ formed)
+and the protocol. The launch gate is a *stop* gate: when it fails the other gates have no arms to judge,
+so :func:`harness.verdict.gates.run_gates` runs nothing after it. A gate that raises fails with the
+wording engine verdicts have always stored (``gate errored: ...``), so stored details do not change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
-from harness.engines.trial import ArmResult, EngineTrial
-from harness.records import GateResult
+from harness.records import GateResult, SubjectKind
 from protocol import Protocol
 
-GATE_NAMES = ("engine_launch", "engine_alive", "failed_requests", "baseline_requests", "output_match",
-              "output_length", "anomaly")
+if TYPE_CHECKING:  # types only: a kernel `atb eval` loads this module and must import no engine code
+    from harness.engines.trial import ArmResult, EngineTrial
+
+KIND: Final[SubjectKind] = "engine"
+LAUNCH: Final = "engine_launch"
+ALIVE: Final = "engine_alive"
+FAILED_REQUESTS: Final = "failed_requests"
+BASELINE_REQUESTS: Final = "baseline_requests"
+OUTPUT_MATCH: Final = "output_match"
+OUTPUT_LENGTH: Final = "output_length"
+ANOMALY: Final = "anomaly"
+#: the gate of a configuration refused before any trial (outside its flag space): a rejection only, so
+#: it is known to the store but not required on every engine verdict
+FLAG_SPACE: Final = "flag_space"
+#: the gates whose failure means the candidate's outputs are wrong (a verdict's ``correct`` reads them)
+CORRECTNESS_GATES: Final = (OUTPUT_MATCH, OUTPUT_LENGTH, FAILED_REQUESTS)
+
+
+@dataclass(frozen=True)
+class EngineEvidence:
+    """What the engine gates judge: the trial's facts and the throughput ratio verdict/ formed (None when
+    none could be formed)."""
+
+    trial: EngineTrial
+    ratio: float | None
+
+
+@dataclass(frozen=True)
+class EngineGate:
+    """A gate of subject kind ``engine``: ``check(evidence, protocol) -> GateResult``."""
+
+    name: str
+    check: Callable[[EngineEvidence, Protocol], GateResult]
+    #: when this gate fails, no later gate runs (the launch gate: a candidate that never ran has no facts)
+    stops_on_fail: bool = False
+    kinds: frozenset[SubjectKind] = frozenset({KIND})
+
+    def __call__(self, evidence: EngineEvidence, protocol: Protocol) -> GateResult:
+        if self.stops_on_fail:
+            return self.check(evidence, protocol)
+        try:
+            return self.check(evidence, protocol)
+        except Exception as exc:  # noqa: BLE001 - a gate that errors fails (fail closed)
+            return GateResult(name=self.name, passed=False, detail=f"gate errored: {type(exc).__name__}: {exc}")
 
 
 def _failed(arm: ArmResult) -> tuple[int, int]:
@@ -26,47 +74,50 @@ def _failed(arm: ArmResult) -> tuple[int, int]:
     return sum(m.failed for m in arm.metrics), total
 
 
-def launch_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
+def _launch(ev: EngineEvidence, protocol: Protocol) -> GateResult:
+    trial = ev.trial
     if trial.candidate is None:
-        return GateResult(name="engine_launch", passed=False,
+        return GateResult(name=LAUNCH, passed=False,
                           detail=f"{trial.launch_error}; engine log: {trial.launch_log[-500:]}")
-    return GateResult(name="engine_launch", passed=True,
+    return GateResult(name=LAUNCH, passed=True,
                       detail=f"both arms became ready (candidate in {trial.candidate.ready_s or 0:.2f} s)")
 
 
-def alive_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
+def _alive(ev: EngineEvidence, protocol: Protocol) -> GateResult:
+    trial = ev.trial
     assert trial.candidate is not None
     for arm in (trial.candidate, trial.baseline):
         if not arm.alive_at_end:
-            return GateResult(name="engine_alive", passed=False,
+            return GateResult(name=ALIVE, passed=False,
                               detail=f"the {arm.arm} engine exited during the trial; log: {arm.log_excerpt[-400:]}")
-    return GateResult(name="engine_alive", passed=True, detail="both engines were still running at the end")
+    return GateResult(name=ALIVE, passed=True, detail="both engines were still running at the end")
 
 
-def failed_requests_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
-    assert trial.candidate is not None
-    failed, total = _failed(trial.candidate)
+def _failed_requests(ev: EngineEvidence, protocol: Protocol) -> GateResult:
+    assert ev.trial.candidate is not None
+    failed, total = _failed(ev.trial.candidate)
     limit = protocol.engine.max_failed_fraction
-    errors = sorted({r.error for run in trial.candidate.runs for r in run.results if not r.ok})[:3]
+    errors = sorted({r.error for run in ev.trial.candidate.runs for r in run.results if not r.ok})[:3]
     ok = failed / total <= limit
-    return GateResult(name="failed_requests", passed=ok,
+    return GateResult(name=FAILED_REQUESTS, passed=ok,
                       detail=f"candidate failed {failed}/{total} requests (allowed fraction {limit:g})"
                              + (f"; errors: {errors}" if errors else ""))
 
 
-def baseline_requests_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
-    failed, total = _failed(trial.baseline)
+def _baseline_requests(ev: EngineEvidence, protocol: Protocol) -> GateResult:
+    failed, total = _failed(ev.trial.baseline)
     limit = protocol.engine.max_failed_fraction
-    return GateResult(name="baseline_requests", passed=failed / total <= limit,
+    return GateResult(name=BASELINE_REQUESTS, passed=failed / total <= limit,
                       detail=f"default launch failed {failed}/{total} requests (allowed fraction {limit:g})")
 
 
-def output_match_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
+def _output_match(ev: EngineEvidence, protocol: Protocol) -> GateResult:
     """Each candidate completion must equal a default completion of the same request (any repetition), or
     be the default's greedy decode up to near ties: at every token where it leaves the default's greedy
     path, its token is within ``engine.output_tie_tolerance_nats`` of the best (facts gathered after the
     timed repetitions, :mod:`harness.engines.outputs`). A completion with neither is unmatched; a failed
     request is unmatched; the fraction matched must reach ``engine.output_match_min_fraction``."""
+    trial = ev.trial
     assert trial.candidate is not None
     defaults: dict[tuple[int, int], set[str]] = {}
     for run in trial.baseline.runs:
@@ -105,10 +156,11 @@ def output_match_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
               f"(within {tol:g} nats" + (f", largest {worst:.3f}" if worst is not None else "") + ")")
     if unmatched:
         detail += "; unmatched, e.g. " + " | ".join(unmatched)
-    return GateResult(name="output_match", passed=frac >= need, detail=detail[:1500])
+    return GateResult(name=OUTPUT_MATCH, passed=frac >= need, detail=detail[:1500])
 
 
-def output_length_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
+def _output_length(ev: EngineEvidence, protocol: Protocol) -> GateResult:
+    trial = ev.trial
     assert trial.candidate is not None
     base = {(run.seed, run.rep, r.index): r for run in trial.baseline.runs for r in run.results}
     short = [(run.seed, r.index) for run in trial.candidate.runs for r in run.results
@@ -116,38 +168,29 @@ def output_length_gate(trial: EngineTrial, protocol: Protocol) -> GateResult:
              and r.completion_tokens < b.completion_tokens]
     c_tok = sum(m.output_tokens for m in trial.candidate.metrics)
     b_tok = sum(m.output_tokens for m in trial.baseline.metrics)
-    return GateResult(name="output_length", passed=not short,
+    return GateResult(name=OUTPUT_LENGTH, passed=not short,
                       detail=f"{len(short)} candidate completions shorter than the default's "
                              f"(output tokens: candidate {c_tok}, default {b_tok})")
 
 
-def anomaly_gate(trial: EngineTrial, protocol: Protocol, ratio: float | None) -> GateResult:
+def _anomaly(ev: EngineEvidence, protocol: Protocol) -> GateResult:
     limit = protocol.gates.anomaly_speedup
-    if ratio is None:
-        return GateResult(name="anomaly", passed=True, detail="no ratio was measured, so none is anomalous")
-    return GateResult(name="anomaly", passed=ratio <= limit,
-                      detail=f"throughput ratio {ratio:.3f}x against the threshold {limit:g}x "
+    if ev.ratio is None:
+        return GateResult(name=ANOMALY, passed=True, detail="no ratio was measured, so none is anomalous")
+    return GateResult(name=ANOMALY, passed=ev.ratio <= limit,
+                      detail=f"throughput ratio {ev.ratio:.3f}x against the threshold {limit:g}x "
                              "(protocol gates.anomaly_speedup)")
 
 
-def _safe(name: str, fn: Callable[[], GateResult]) -> GateResult:
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - a gate that errors fails (fail closed)
-        return GateResult(name=name, passed=False, detail=f"gate errored: {type(exc).__name__}: {exc}")
+#: every engine verdict carries these gates, in this order (the store requires them)
+ENGINE_GATES: tuple[EngineGate, ...] = (
+    EngineGate(LAUNCH, _launch, stops_on_fail=True),
+    EngineGate(ALIVE, _alive),
+    EngineGate(FAILED_REQUESTS, _failed_requests),
+    EngineGate(BASELINE_REQUESTS, _baseline_requests),
+    EngineGate(OUTPUT_MATCH, _output_match),
+    EngineGate(OUTPUT_LENGTH, _output_length),
+    EngineGate(ANOMALY, _anomaly),
+)
 
-
-def run_engine_gates(trial: EngineTrial, protocol: Protocol, ratio: float | None) -> list[GateResult]:
-    """Every gate's result, in a fixed order; after a failed launch only the launch gate runs."""
-    first = launch_gate(trial, protocol)
-    if not first.passed:
-        return [first]
-    checks: list[tuple[str, Callable[[], GateResult]]] = [
-        ("engine_alive", lambda: alive_gate(trial, protocol)),
-        ("failed_requests", lambda: failed_requests_gate(trial, protocol)),
-        ("baseline_requests", lambda: baseline_requests_gate(trial, protocol)),
-        ("output_match", lambda: output_match_gate(trial, protocol)),
-        ("output_length", lambda: output_length_gate(trial, protocol)),
-        ("anomaly", lambda: anomaly_gate(trial, protocol, ratio)),
-    ]
-    return [first] + [_safe(n, f) for n, f in checks]
+__all__ = ["ANOMALY", "CORRECTNESS_GATES", "ENGINE_GATES", "FLAG_SPACE", "KIND", "EngineEvidence", "EngineGate"]
