@@ -149,13 +149,13 @@ def campaign_row(store: Any, cid: str) -> dict[str, Any]:
 def campaign_child(args: argparse.Namespace) -> int:
     """Runs in its own process (killed at the call's budget): one problem's campaign, started or resumed."""
     from harness.errors import HarnessError
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.campaigns import CampaignError
     from harness.tuning.search import random_search_task
     from protocol import load_protocol
 
     proto = load_protocol()
-    with SqliteStore(args.db) as store:
+    with open_store(args.db) as store:
         def progress(idx: int, knobs: dict[str, Any], result: Any) -> None:
             print(f"  iteration {idx + 1}/{args.budget} {knobs}: {getattr(result, 'verdict', '?')} "
                   f"speedup {getattr(result, 'speedup', None)} {str(getattr(result, 'reason', ''))[:160]}", flush=True)
@@ -178,10 +178,10 @@ def campaign_child(args: argparse.Namespace) -> int:
 def fold_wal(db: Path) -> None:
     """Fold a killed child's write-ahead log into the store file (opening and closing it does), so the
     one file carries the campaign to the next call."""
-    from harness.store import SqliteStore
+    from harness.store import open_store
 
     try:
-        SqliteStore(db).close()
+        open_store(db).close()
     except Exception as exc:  # noqa: BLE001 - the next call's resume reports a broken store itself
         print(f"warning: could not fold the write-ahead log of {db}: {exc}", file=sys.stderr)
 

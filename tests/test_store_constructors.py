@@ -23,17 +23,6 @@ SCANNED = ("atb_agent", "tools", "sandbox", "harness", "protocol", "transcripts"
 STORE = ROOT / "harness" / "store"
 CONSTRUCTORS = frozenset({"SqliteStore", "PostgresStore"})
 
-# Module (relative path) -> why it still constructs a store itself. Each entry is temporary: once its
-# module is free of such calls, test_known_exceptions_still_construct fails until the entry is deleted.
-KNOWN_EXCEPTIONS: dict[str, str] = {
-    "atb_agent/mcp/_campaign.py": "the MCP server's campaign opens its SQLite file with SqliteStore(path); "
-                                  "atb_agent/mcp/ was left out of the step that moved the other callers to "
-                                  "open_store (issue 29), being worked on beside it",
-    "benchmarks/kernelbench_random.py": "SqliteStore(args.db) and SqliteStore(db).close() on plain paths; left "
-                                        "out of the same step for the same reason",
-}
-
-
 def constructions(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
     """(line, class name) of every call of a store class in ``source``."""
     found: list[tuple[int, str]] = []
@@ -56,18 +45,10 @@ def test_no_store_constructed_outside_the_store() -> None:
     offenders = []
     for path in _modules():
         rel = path.relative_to(ROOT).as_posix()
-        if rel in KNOWN_EXCEPTIONS:
-            continue
         offenders += [f"{rel}:{line}: {name}(...)"
                       for line, name in constructions(path.read_text(encoding="utf-8"), rel)]
     assert not offenders, ("a results store constructed outside harness/store/ (use harness.store.open_store(url), "
                            "or open_read_only(url) where nothing may be written):\n" + "\n".join(offenders))
-
-
-def test_known_exceptions_still_construct() -> None:
-    stale = [rel for rel in KNOWN_EXCEPTIONS
-             if not (ROOT / rel).exists() or not constructions((ROOT / rel).read_text(encoding="utf-8"), rel)]
-    assert not stale, f"no store constructed in {stale} any more: delete their entries in KNOWN_EXCEPTIONS"
 
 
 @pytest.mark.parametrize("source", [

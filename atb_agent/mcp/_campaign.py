@@ -155,7 +155,7 @@ class McpCampaign:
                  backend: str = "cpu", sandbox_backend: str = "auto", resume: str | None = None,
                  transport: str = "stdio", services: Any = None) -> None:
         from atb_agent.services import HarnessServices, task_brief
-        from harness.store import SqliteStore
+        from harness.store import open_store
         from harness.tuning.subjects import load_subject
         from protocol import load_protocol
 
@@ -167,7 +167,7 @@ class McpCampaign:
         self.protocol = load_protocol()
         self.task = load_subject(task)
         self.brief = task_brief(self.task)
-        self.store = SqliteStore(self.store_path)
+        self.store = open_store(self.store_path)
         self.services = services or HarnessServices(backend, sandbox_backend)
         self.recorder: Any = None
         self.log: CallLogWriter | None = None

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.errors import HarnessError, IncomparableError
 from harness.records import canonical_json, sha256_text, utc_now
-from harness.store import IngestRejected, SqliteStore
+from harness.store import IngestRejected, ResultStore
 from harness.tuning.campaigns import CampaignInfo, get_outcome, list_campaigns, summarize
 from harness.tuning.compare import ComparisonResult, compare_runs
 from protocol import Protocol, require_released
@@ -140,7 +140,7 @@ def load_spec(path: Path | str) -> ABSpec:
         raise PreregistrationError(f"{p} is not a valid A/B spec: {exc}") from exc
 
 
-def get_registration(store: SqliteStore, reg_id: str) -> Registration | None:
+def get_registration(store: ResultStore, reg_id: str) -> Registration | None:
     """The stored registration, its digest re-checked against its stored spec."""
     r = store.preregistration(reg_id)
     if r is None:
@@ -152,7 +152,7 @@ def get_registration(store: SqliteStore, reg_id: str) -> Registration | None:
                         created_at=r.created_at)
 
 
-def register(store: SqliteStore, spec: ABSpec, protocol: Protocol, *, allow_draft: bool = False) -> Registration:
+def register(store: ResultStore, spec: ABSpec, protocol: Protocol, *, allow_draft: bool = False) -> Registration:
     """Register ``spec`` before its arms run; registering the identical spec again returns the stored one.
 
     A draft protocol (digest not released) is refused before anything is stored, unless ``allow_draft``
@@ -227,7 +227,7 @@ def spec_differences(stored: ABSpec, new: ABSpec) -> list[str]:
     return out
 
 
-def claimed_runs(store: SqliteStore, reg: Registration) -> list[CampaignInfo]:
+def claimed_runs(store: ResultStore, reg: Registration) -> list[CampaignInfo]:
     """Runs claiming ``reg``, each checked against what was registered.
 
     Raises:
@@ -379,7 +379,7 @@ def _seed_call(spec: ABSpec, c: ComparisonResult) -> tuple[SeedCall, str]:
     return "neither", c.explanation
 
 
-def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: DeliveryCheck, *,
+def decide(store: ResultStore, reg: Registration, protocol: Protocol, delivery: DeliveryCheck, *,
            allow_draft: bool = False) -> ABOutcome:
     """Apply the registered decision rule to the claimed runs (one control and one treatment per seed).
 
@@ -428,12 +428,12 @@ def decide(store: SqliteStore, reg: Registration, protocol: Protocol, delivery: 
                      delivery=delivery, seeds=seeds, protocol_draft=protocol.draft)
 
 
-def record_outcome(store: SqliteStore, outcome: ABOutcome, protocol: Protocol) -> str:
+def record_outcome(store: ResultStore, outcome: ABOutcome, protocol: Protocol) -> str:
     """Store the A/B outcome as a report of kind 'ab_outcome' about the registration."""
     return store.add_report("ab_outcome", outcome.registration_id, outcome.model_dump(mode="json"), protocol.ref())
 
 
-def recording_from_store(store: SqliteStore, campaign: CampaignInfo, requests: list[bytes],
+def recording_from_store(store: ResultStore, campaign: CampaignInfo, requests: list[bytes],
                          responses: list[bytes]) -> ArmRecording:
     """An arm's recording: request/response bytes from its transcript, candidates from the store."""
     cands = summarize(store, campaign.id).candidate_sequence

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import IncomparableError
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from harness.tuning.campaigns import (
     CampaignInfo, best_so_far, get_campaign, get_iterations, summarize,
 )
@@ -75,7 +75,7 @@ class ComparisonResult(_Frozen):
     protocol_draft: bool = False          # measured and judged under a draft (unreleased) protocol (issue 27)
 
 
-def check_comparable(a: CampaignInfo, b: CampaignInfo, store: SqliteStore) -> None:
+def check_comparable(a: CampaignInfo, b: CampaignInfo, store: ResultStore) -> None:
     """Refuse a pair of runs that no ratio can honestly relate.
 
     Raises:
@@ -117,7 +117,7 @@ def _reach(curve: list[float | None], target: float | None, noise: float) -> int
     return None
 
 
-def _baseline_roofline(store: SqliteStore, campaign_id: str) -> float | None:
+def _baseline_roofline(store: ResultStore, campaign_id: str) -> float | None:
     values: list[float] = []
     for detail in store.iteration_verdict_details(campaign_id):
         explicit = [float(detail[k]) for k in _BASELINE_ROOFLINE_KEYS if isinstance(detail.get(k), (int, float))]
@@ -136,7 +136,7 @@ def _baseline_roofline(store: SqliteStore, campaign_id: str) -> float | None:
     return max(values) if values else None
 
 
-def _arm(store: SqliteStore, info: CampaignInfo, other_best: float | None, noise: float) -> ArmResult:
+def _arm(store: ResultStore, info: CampaignInfo, other_best: float | None, noise: float) -> ArmResult:
     s = summarize(store, info.id)
     curve = best_so_far(get_iterations(store, info.id), info.budget)
     return ArmResult(
@@ -175,7 +175,7 @@ def saturation(a: ArmResult, b: ArmResult, baseline_roofline: float | None, prot
                            baseline_roofline_fraction=baseline_roofline)
 
 
-def compare_runs(store: SqliteStore, run_a: str, run_b: str, protocol: Protocol, *,
+def compare_runs(store: ResultStore, run_a: str, run_b: str, protocol: Protocol, *,
                  allow_draft: bool = False) -> ComparisonResult:
     """Compare two stored runs.
 

@@ -27,7 +27,7 @@ import logging
 from typing import Any
 
 from harness.records import SubjectKind, canonical_json, new_id
-from harness.store import Checkpoint, SqliteStore, StoreError
+from harness.store import Checkpoint, ResultStore, StoreError
 from harness.tuning.campaigns._errors import CampaignError, IterationConflict
 from harness.tuning.campaigns._models import (
     CampaignInfo, CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
@@ -43,7 +43,7 @@ from protocol import Protocol
 _log = logging.getLogger(__name__)
 
 
-def sign_campaign_end(store: SqliteStore, campaign_id: str) -> Checkpoint | None:
+def sign_campaign_end(store: ResultStore, campaign_id: str) -> Checkpoint | None:
     """The campaign-end hook (issue 27): sign the store's head now that the campaign's outcome is stored,
     so every row of the campaign is covered by a checkpoint and a campaign appended by someone without
     the key stays visibly outside any signature (``atb store verify`` counts it as unsigned).
@@ -69,7 +69,7 @@ _RESUME_KEYS = ("task_id", "kind", "tuner_spec", "seed", "budget", "preregistrat
 class CampaignRecorder:
     """Records one campaign in a store under a verified protocol."""
 
-    def __init__(self, store: SqliteStore, protocol: Protocol, info: CampaignInfo) -> None:
+    def __init__(self, store: ResultStore, protocol: Protocol, info: CampaignInfo) -> None:
         self.store = store
         self.protocol = protocol
         self.info = info
@@ -77,7 +77,7 @@ class CampaignRecorder:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, store: SqliteStore, protocol: Protocol, *, task_id: str, kind: SubjectKind,
+    def open(cls, store: ResultStore, protocol: Protocol, *, task_id: str, kind: SubjectKind,
              tuner_spec: str, seed: int, budget: int, session_id: str,
              preregistration_id: str | None = None, arm: str | None = None,
              config: dict[str, Any] | None = None, campaign_id: str | None = None) -> "CampaignRecorder":
@@ -106,7 +106,7 @@ class CampaignRecorder:
         return cls(store, protocol, info)
 
     @classmethod
-    def resume(cls, store: SqliteStore, protocol: Protocol, campaign_id: str) -> "CampaignRecorder":
+    def resume(cls, store: ResultStore, protocol: Protocol, campaign_id: str) -> "CampaignRecorder":
         """Reopen a stored campaign to record its missing iterations.
 
         Raises:
@@ -120,7 +120,7 @@ class CampaignRecorder:
         return cls(store, protocol, info)
 
     @classmethod
-    def check_resume(cls, store: SqliteStore, protocol: Protocol, campaign_id: str, **wanted: Any) -> "CampaignRecorder":
+    def check_resume(cls, store: ResultStore, protocol: Protocol, campaign_id: str, **wanted: Any) -> "CampaignRecorder":
         """Reopen ``campaign_id`` and check it is the campaign asked for, writing nothing.
 
         Call it before opening a measurement session for a resume, so a refused resume leaves no

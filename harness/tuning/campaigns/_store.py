@@ -1,10 +1,10 @@
-"""Reading and writing the campaign tables of a :class:`SqliteStore`.
+"""Reading and writing the campaign tables of a :class:`ResultStore`.
 
 The tables, and the rules that refuse bad rows (a usable iteration without an accepted verdict, an
 iteration past the budget, a verdict for another task, a registration the store lacks), are in
 ``harness/store/schema.sql``; this module only builds rows and turns the store's typed rows (its read
 methods: ``campaign``, ``campaigns``, ``iterations``, ``campaign_outcome``) into pydantic records; it
-writes no SQL. Every row is written through ``SqliteStore.append`` so it takes its place in the store's
+writes no SQL. Every row is written through ``ResultStore.append`` so it takes its place in the store's
 hash chain.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.records import canonical_json, utc_now
-from harness.store import CampaignRow, NotFound, SqliteStore
+from harness.store import CampaignRow, NotFound, ResultStore
 from harness.tuning.campaigns._models import CampaignInfo, CampaignOutcome, IterationRecord, IterationUsage
 from protocol import ProtocolRef
 
 
-def insert_row(store: SqliteStore, table: str, row: dict[str, Any]) -> None:
+def insert_row(store: ResultStore, table: str, row: dict[str, Any]) -> None:
     """Insert one row in its own transaction, as the next link of the store's hash chain.
 
     Raises:
@@ -39,7 +39,7 @@ def _campaign(r: CampaignRow) -> CampaignInfo:
         created_at=r.created_at)
 
 
-def add_campaign(store: SqliteStore, info: CampaignInfo) -> None:
+def add_campaign(store: ResultStore, info: CampaignInfo) -> None:
     insert_row(store, "campaigns", {
         "id": info.id, "task_id": info.task_id, "kind": info.kind, "tuner_spec": info.tuner_spec,
         "seed": info.seed, "budget": info.budget, "session_id": info.session_id,
@@ -49,7 +49,7 @@ def add_campaign(store: SqliteStore, info: CampaignInfo) -> None:
         "created_at": info.created_at})
 
 
-def get_campaign(store: SqliteStore, campaign_id: str) -> CampaignInfo:
+def get_campaign(store: ResultStore, campaign_id: str) -> CampaignInfo:
     """Raises NotFound naming the store when there is no such campaign."""
     row = store.campaign(campaign_id)
     if row is None:
@@ -57,11 +57,11 @@ def get_campaign(store: SqliteStore, campaign_id: str) -> CampaignInfo:
     return _campaign(row)
 
 
-def list_campaigns(store: SqliteStore, *, preregistration_id: str | None = None) -> list[CampaignInfo]:
+def list_campaigns(store: ResultStore, *, preregistration_id: str | None = None) -> list[CampaignInfo]:
     return [_campaign(r) for r in store.campaigns(preregistration_id)]
 
 
-def get_iterations(store: SqliteStore, campaign_id: str) -> list[IterationRecord]:
+def get_iterations(store: ResultStore, campaign_id: str) -> list[IterationRecord]:
     """Every stored iteration of a campaign, in index order, joined with its verdict's numbers."""
     return [IterationRecord(
         campaign_id=r.campaign_id, idx=r.idx, candidate_sha256=r.candidate_sha256, verdict_id=r.verdict_id,
@@ -74,7 +74,7 @@ def get_iterations(store: SqliteStore, campaign_id: str) -> list[IterationRecord
         for r in store.iterations(campaign_id)]
 
 
-def get_outcome(store: SqliteStore, campaign_id: str) -> CampaignOutcome | None:
+def get_outcome(store: ResultStore, campaign_id: str) -> CampaignOutcome | None:
     r = store.campaign_outcome(campaign_id)
     if r is None:
         return None
@@ -82,7 +82,7 @@ def get_outcome(store: SqliteStore, campaign_id: str) -> CampaignOutcome | None:
                            reason=r.reason, detail=r.detail, created_at=r.created_at)
 
 
-def add_outcome(store: SqliteStore, outcome: CampaignOutcome, ref: ProtocolRef) -> None:
+def add_outcome(store: ResultStore, outcome: CampaignOutcome, ref: ProtocolRef) -> None:
     insert_row(store, "campaign_outcomes", {
         "campaign_id": outcome.campaign_id, "status": outcome.status,
         "truncated_fraction": outcome.truncated_fraction, "reason": outcome.reason,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from harness.tuning.campaigns._models import CampaignSummary, IterationRecord
 from harness.tuning.campaigns._store import get_campaign, get_iterations, get_outcome
 from harness.tuning.campaigns._usability import reason_category
@@ -40,7 +40,7 @@ def truncated_fraction(iterations: list[IterationRecord]) -> float:
     return (sum(it.usage.truncated_calls for it in iterations) / calls) if calls else 0.0
 
 
-def summarize(store: SqliteStore, campaign_id: str) -> CampaignSummary:
+def summarize(store: ResultStore, campaign_id: str) -> CampaignSummary:
     """The stored run, summarised. Raises NotFound for an unknown campaign."""
     info = get_campaign(store, campaign_id)
     its = get_iterations(store, campaign_id)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.records import SubjectKind, sha256_text
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from harness.tuning.campaigns import CampaignRecorder, CampaignSummary, IterationConflict
 from harness.tuning.search._random import RandomSearch, SearchSpace
 from protocol import Protocol
@@ -27,7 +27,7 @@ def _field(result: Any, name: str) -> Any:
 
 def run_random_search(*, task_id: str, kind: SubjectKind, space: SearchSpace,
                       render: Callable[[dict[str, Any]], str], evaluate: Callable[[str], Any],
-                      store: SqliteStore, protocol: Protocol, session_id: str, budget: int, seed: int,
+                      store: ResultStore, protocol: Protocol, session_id: str, budget: int, seed: int,
                       campaign_id: str | None = None, preregistration_id: str | None = None,
                       arm: str | None = None, config: dict[str, Any] | None = None,
                       on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None) -> CampaignSummary:

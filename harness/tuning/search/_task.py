@@ -13,7 +13,7 @@ from typing import Any, runtime_checkable
 from typing import Protocol as _Interface
 
 from harness.records import Backend, SubjectKind
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from harness.tuning.campaigns import CampaignError, CampaignRecorder, CampaignSummary
 from harness.tuning.search._random import SearchSpace
 from harness.tuning.search._run import TUNER_SPEC, check_resumed_sequence, run_random_search
@@ -21,7 +21,7 @@ from harness.tuning.subjects import Subject, load_subject
 from protocol import Protocol
 
 
-def random_search_task(task: str | Path | Subject, *, store: SqliteStore, protocol: Protocol, budget: int, seed: int,
+def random_search_task(task: str | Path | Subject, *, store: ResultStore, protocol: Protocol, budget: int, seed: int,
                        backend: Backend = "cpu", campaign_id: str | None = None,
                        preregistration_id: str | None = None, arm: str | None = None,
                        on_iteration: Callable[[int, dict[str, Any], Any], None] | None = None) -> CampaignSummary:
@@ -70,7 +70,7 @@ def on_backend(subject: Subject, backend: Backend) -> Subject:
     return subject.on_backend(backend) if isinstance(subject, BackendBound) else subject
 
 
-def _check_resume(store: SqliteStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,
+def _check_resume(store: ResultStore, protocol: Protocol, campaign_id: str, *, task_id: str, kind: SubjectKind,
                   budget: int, seed: int, backend: Backend, preregistration_id: str | None, arm: str | None,
                   space: SearchSpace, render: Callable[[dict[str, Any]], str],
                   device_sha256: Callable[[], str],

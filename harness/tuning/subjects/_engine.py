@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from harness.engines._errors import EngineNotBuilt, FlagSpaceError
 from harness.engines.evaluate import EngineEvalResult, evaluate_engine_candidate, render_candidate
@@ -20,9 +20,15 @@ from harness.records import Backend, DeviceFingerprint, SubjectKind, canonical_j
 from harness.tuning.subjects._protocol import NoCandidate, SessionPurpose, SubjectSession, ToolBrief
 
 if TYPE_CHECKING:
-    from harness.store import SqliteStore
+    from harness.store import ResultStore, SqliteStore
     from harness.verdict.result import VerdictResult
     from protocol import Protocol
+
+
+def _engine_store(store: ResultStore) -> SqliteStore:
+    """``store`` as harness.engines still types it (SqliteStore, being rewritten under issue 29 item 1): the
+    engine code calls only ResultStore methods, so any store open_store returns serves it."""
+    return cast("SqliteStore", store)
 
 
 @dataclass(frozen=True)
@@ -107,13 +113,13 @@ class EngineSubject:
     def device_sha256(self, backend: Backend, protocol: Protocol) -> str:
         return engine_fingerprint(backend).sha256
 
-    def open_session(self, store: SqliteStore, protocol: Protocol, backend: Backend, *,
+    def open_session(self, store: ResultStore, protocol: Protocol, backend: Backend, *,
                      purpose: SessionPurpose, resume_session_id: str | None = None) -> SubjectSession:
         """A new engine session, or for a resume the campaign's own one (nothing to restart in it)."""
         if resume_session_id is not None:
             return EngineSubjectSession(session_id=resume_session_id, fingerprint=engine_fingerprint(backend))
         who = "random search" if purpose == "random-search" else "llm tuner"
-        opened = open_engine_session(store, protocol, backend, note=f"{who} on {self.id}")
+        opened = open_engine_session(_engine_store(store), protocol, backend, note=f"{who} on {self.id}")
         return EngineSubjectSession(session_id=opened.session_id, fingerprint=opened.fingerprint)
 
     def candidate_from_files(self, files: Mapping[str, bytes]) -> str:
@@ -125,14 +131,14 @@ class EngineSubject:
         except FlagSpaceError as exc:
             raise NoCandidate(str(exc), built=False) from exc
 
-    def evaluate(self, session: SubjectSession, candidate: str, *, store: SqliteStore,
+    def evaluate(self, session: SubjectSession, candidate: str, *, store: ResultStore,
                  protocol: Protocol) -> EngineEvalResult:
         """A configuration outside the flag space, one that does not launch or one whose outputs differ
         from the default's is a rejected verdict (stored), never an exception.
 
         Raises (the machine or setup is broken, not the candidate): EngineNotBuilt, EngineLaunchFailed
         (the *default* launch failed), IngestRejected."""
-        return evaluate_engine_candidate(self.task, candidate, store=store, session=session.session_id,
+        return evaluate_engine_candidate(self.task, candidate, store=_engine_store(store), session=session.session_id,
                                          protocol=protocol)
 
     def verdict_detail(self, result: VerdictResult) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from harness.tasks._module_space import ModuleSpace, module_space, render_point
 from harness.tuning.subjects._protocol import NoCandidate, SessionPurpose, SubjectSession, ToolBrief
 
 if TYPE_CHECKING:
-    from harness.store import SqliteStore
+    from harness.store import ResultStore
     from harness.verdict.result import VerdictResult
     from protocol import Protocol
 
@@ -124,7 +124,7 @@ class KernelSubject:
 
         return device_fingerprint(backend, protocol).sha256
 
-    def open_session(self, store: SqliteStore, protocol: Protocol, backend: Backend, *,
+    def open_session(self, store: ResultStore, protocol: Protocol, backend: Backend, *,
                      purpose: SessionPurpose, resume_session_id: str | None = None) -> SubjectSession:
         """Always a new session with its own workers (a resumed run's workers are gone); a tuner's
         session has no note, the random search's says so."""
@@ -142,7 +142,7 @@ class KernelSubject:
         except UnicodeDecodeError:
             raise NoCandidate(f"{KERNEL_CANDIDATE_FILE} is not UTF-8 text", built=False) from None
 
-    def evaluate(self, session: SubjectSession, candidate: str, *, store: SqliteStore,
+    def evaluate(self, session: SubjectSession, candidate: str, *, store: ResultStore,
                  protocol: Protocol) -> VerdictResult:
         from harness.measure.session import MeasurementContext
         from harness.verdict.evaluate import evaluate_candidate

@@ -18,7 +18,7 @@ from harness.records import Backend, SubjectKind
 
 if TYPE_CHECKING:
     from harness.engines.flags import FlagSpace
-    from harness.store import SqliteStore
+    from harness.store import ResultStore
     from harness.tuning.search._random import SearchSpace
     from harness.verdict.result import VerdictResult
     from protocol import Protocol as MeasurementProtocol
@@ -142,7 +142,7 @@ class Subject(Protocol):
         """This machine's fingerprint digest as this subject's sessions record it (a resume must match)."""
         ...
 
-    def open_session(self, store: SqliteStore, protocol: MeasurementProtocol, backend: Backend, *,
+    def open_session(self, store: ResultStore, protocol: MeasurementProtocol, backend: Backend, *,
                      purpose: SessionPurpose, resume_session_id: str | None = None) -> SubjectSession:
         """A measurement session for this subject's candidates. ``resume_session_id`` is a resumed
         campaign's session, already checked to be on this device: a subject whose session holds no
@@ -157,7 +157,7 @@ class Subject(Protocol):
         """
         ...
 
-    def evaluate(self, session: SubjectSession, candidate: str, *, store: SqliteStore,
+    def evaluate(self, session: SubjectSession, candidate: str, *, store: ResultStore,
                  protocol: MeasurementProtocol) -> VerdictResult:
         """Measure ``candidate`` in ``session`` (a session this subject opened) and store the verdict.
         A bad candidate is a rejected result, never an exception."""
