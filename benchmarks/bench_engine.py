@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.engines import (  # noqa: E402
-    LlamaServerAdapter, evaluate_engine_candidate, load_engine_task, open_engine_session, render_config,
-)
+from harness.engines import LlamaServerAdapter, load_engine_task, render_config  # noqa: E402
+from harness.measure.serving.session import open_engine_session  # noqa: E402
 from harness.store import open_store  # noqa: E402
+from harness.verdict.engine import evaluate_engine_candidate  # noqa: E402
 from protocol import load_protocol  # noqa: E402
 
 

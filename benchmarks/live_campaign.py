@@ -285,7 +285,9 @@ def engine_study(args: argparse.Namespace) -> dict[str, Any]:
     """An engine flag search on the real model: seeded random search over llamacpp-smollm2's flags
     (``atb run llamacpp-smollm2 --tuner random``), one hand-picked n-gram speculation configuration, and
     the default measured against itself (the true ratio is 1.0), all in one engine session."""
-    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session, render_config
+    from harness.engines import load_engine_task, render_config
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import evaluate_engine_candidate
     from harness.store import open_store
     from protocol import load_protocol
 

@@ -411,7 +411,9 @@ def a9_draft_protocol() -> tuple[bool, str]:
     saved = (loader.PROTOCOL_PATH, loader.LOCK_PATH, os.environ.pop("ATB_ALLOW_DRAFT_PROTOCOL", None))
     loader.PROTOCOL_PATH, loader.LOCK_PATH = p, lock
     try:
-        from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
+        from harness.engines import load_engine_task
+        from harness.measure.serving.session import open_engine_session
+        from harness.verdict.engine import evaluate_engine_candidate
         from harness.store import open_store
         from protocol import load_protocol
 

@@ -18,7 +18,8 @@ from loopback import LoopbackServer
 from loopback.server import ScriptedCall, ScriptedTurn
 
 from atb_agent.campaign import HarnessServices, CampaignSpec, run_campaign
-from harness.engines import ENGINE_CANDIDATE_FILE, cached_binary
+from harness.engines import cached_binary
+from harness.tuning.subjects._engine import ENGINE_CANDIDATE_FILE
 
 TASK = "llamacpp-tiny-1t"
 BUDGET = 2
@@ -60,7 +61,7 @@ def _bwrap_ready() -> None:
 def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from atb_agent.cli import main
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tuning.compare import compare_runs
     from protocol import load_protocol
 
@@ -80,7 +81,7 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
         ids = [r[0] for r in c.execute("SELECT verdict_id FROM iterations WHERE campaign_id = ? ORDER BY idx",
                                        (llm.campaign.id,))]
     assert len(ids) == BUDGET and None not in ids     # every iteration has a harness verdict in the store
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         verdicts = [store.verdict(i) for i in ids]
     for v in verdicts:
         assert (v.kind, v.baseline_label) == ("engine", "engine-default")
@@ -115,7 +116,7 @@ def test_scripted_llm_run_on_llama_server_is_stored_and_compared_with_random(
     rnd = run_campaign(CampaignSpec(task=TASK, tuner="random", budget=BUDGET, seed=1, store=db))
     assert rnd.campaign.kind == "engine" and rnd.iterations_recorded == BUDGET
     proto = load_protocol()
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         result = compare_runs(store, rnd.campaign.id, llm.campaign.id, proto)
     assert result.a.campaign_id == rnd.campaign.id and result.b.campaign_id == llm.campaign.id
     assert result.verdict in ("a_better", "b_better", "within_noise", "no_usable_result",

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from harness.engines import (
-    EngineLaunchFailed, EngineProcess, LlamaServerAdapter, build_llama_server, cached_binary,
-    evaluate_engine_candidate, free_port, load_engine_task, make_workload, open_engine_session, run_engine_random_search,
-    run_workload,
+    EngineLaunchFailed, EngineProcess, LlamaServerAdapter, build_llama_server, cached_binary, free_port,
+    load_engine_task, make_workload, render_config, run_workload,
 )
 from harness.engines.trial import prepare_model
-from harness.store import SqliteStore
+from harness.measure.serving.session import open_engine_session
+from harness.tuning.search import random_search_task
+from harness.tuning.subjects import EngineSubject
+from harness.verdict.engine import evaluate_engine_candidate
+from harness.store import ResultStore, open_store
 from protocol import load_protocol
 
 pytestmark = [
@@ -49,8 +52,8 @@ def fast_task(fast_task_path: Path):
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(str(tmp_path / "atb.sqlite"))
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(str(tmp_path / "atb.sqlite"))
 
 
 def test_build_reuses_the_cached_binary() -> None:
@@ -82,7 +85,7 @@ def test_tiny_model_serves_stable_greedy_completions(task, tmp_path: Path) -> No
     assert [r.completion_tokens for r in a.results] == [q.max_tokens for q in w.requests]
 
 
-def test_default_launch_failure_raises_with_the_engine_log(task, store: SqliteStore, tmp_path: Path) -> None:
+def test_default_launch_failure_raises_with_the_engine_log(task, store: ResultStore, tmp_path: Path) -> None:
     data = task.model_dump(mode="json")
     data["fixed_args"] = task.fixed_args + ["--no-such-flag-xyz"]
     bad = tmp_path / "bad.yaml"
@@ -93,7 +96,7 @@ def test_default_launch_failure_raises_with_the_engine_log(task, store: SqliteSt
     assert "no-such-flag-xyz" in err.value.log_excerpt
 
 
-def test_engine_trial_end_to_end_through_the_store(fast_task, store: SqliteStore) -> None:
+def test_engine_trial_end_to_end_through_the_store(fast_task, store: ResultStore) -> None:
     session = open_engine_session(store, PROTO)
     res = evaluate_engine_candidate(fast_task, '{"parallel": 2, "cont_batching": true}', store=store, session=session,
                                     protocol=PROTO)
@@ -123,16 +126,15 @@ def test_cli_eval_prints_one_json_object(fast_task_path: Path, tmp_path: Path) -
     assert out["engine"] == "llama-server" and out["config"] == {"cache_prompt": False}
 
 
-def test_random_search_runs_real_trials(fast_task, store: SqliteStore) -> None:
-    session = open_engine_session(store, PROTO)
-    summary = run_engine_random_search(fast_task, store=store, protocol=PROTO, session=session, budget=2, seed=3)
+def test_random_search_runs_real_trials(fast_task, store: ResultStore) -> None:
+    """The `atb search` path: the seeded random search through the engine subject (its own session)."""
+    summary = random_search_task(EngineSubject(fast_task), store=store, protocol=PROTO, budget=2, seed=3)
     rows = store.query("SELECT status, kind FROM verdicts")
     assert len(rows) == 2 and all(r["kind"] == "engine" for r in rows)
-    from harness.engines import render_candidate
     from harness.records import sha256_text
     from harness.tuning.search import RandomSearch
 
     assert summary.iterations_recorded == 2 and summary.campaign.kind == "engine"
-    expected = [sha256_text(render_candidate(c)) for c in RandomSearch(fast_task.flag_space(), 3).sequence(2)]
+    expected = [sha256_text(render_config(c)) for c in RandomSearch(fast_task.flag_space(), 3).sequence(2)]
     stored = [r["candidate_sha256"] for r in store.query("SELECT candidate_sha256 FROM verdicts ORDER BY created_at")]
     assert stored == expected

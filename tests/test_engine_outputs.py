@@ -13,11 +13,12 @@ import re
 
 import pytest
 
-from harness.engines import EngineProbe, EngineTrial, judge_trial
+from harness.engines import EngineProbe, EngineTrial
 from harness.engines.client import RequestResult, WorkloadRun
 from harness.engines.metrics import compute_metrics
 from harness.engines.outputs import Divergence, OutputCheck, check_completion
 from harness.engines.trial import ArmResult
+from harness.verdict.engine import judge_engine_trial as judge_trial
 from harness.records import sha256_text
 from protocol import load_protocol
 

@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.engines import (
-    BASELINE_LABEL, EngineProbe, EngineTrial, evaluate_engine_candidate, judge_trial, load_engine_task,
-    open_engine_session, render_config,
-)
-from harness.engines._stats import paired_ratio_ci
+from harness.engines import EngineProbe, EngineTrial, load_engine_task, render_config
 from harness.engines.client import RequestResult, WorkloadRun
-from harness.engines.evaluate import record_engine_trial
 from harness.engines.metrics import compute_metrics
 from harness.engines.trial import ArmResult
+from harness.measure.serving.session import open_engine_session
+from harness.verdict.engine import BASELINE_LABEL, evaluate_engine_candidate, record_engine_trial
+from harness.verdict.engine import judge_engine_trial as judge_trial
 from harness.records import MeasurementSample, MeasurementSet, Verdict, GateResult, sha256_text
-from harness.store import IngestRejected, SqliteStore
+from harness.store import IngestRejected, ResultStore, open_store
 from protocol import load_protocol
 
 PROTO = load_protocol()
@@ -56,8 +54,8 @@ def _gate(j, name: str) -> GateResult:
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(str(tmp_path / "atb.sqlite"))
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(str(tmp_path / "atb.sqlite"))
 
 
 def test_same_config_reads_one_and_is_accepted() -> None:
@@ -121,16 +119,19 @@ def test_launch_failure_is_rejected_with_the_engine_log() -> None:
     assert "invalid argument: --ubatch-size" in j.gates[0].detail
 
 
-def test_paired_bootstrap_is_seeded_and_contains_the_ratio() -> None:
-    c, b = [10.0, 11.0, 9.5, 10.2, 10.8], [10.1, 10.7, 9.9, 10.0, 10.5]
-    r1 = paired_ratio_ci(c, b, PROTO)
-    assert r1 == paired_ratio_ci(c, b, PROTO)
-    assert r1[1] <= r1[0] <= r1[2] and r1[0] == pytest.approx(sum(c) / sum(b))
-    with pytest.raises(ValueError):
-        paired_ratio_ci([1.0], [1.0, 2.0], PROTO)
+def test_engine_ratio_is_seeded_and_contains_the_ratio() -> None:
+    from harness.verdict.engine import engine_ratio
+
+    c = {s: 10.0 + (s % 3) * 0.4 for s in SEEDS}
+    trial = _trial(_arm("candidate", c))
+    r1 = engine_ratio(trial, PROTO)
+    assert r1 is not None and r1 == engine_ratio(trial, PROTO)
+    b = trial.baseline.throughput_by_seed()
+    assert r1.ci_low <= r1.ratio <= r1.ci_high and r1.ratio == pytest.approx(sum(c.values()) / sum(b.values()))
+    assert engine_ratio(_trial(None, launch_error="x"), PROTO) is None
 
 
-def test_record_stores_engine_sets_with_paired_seeds(store: SqliteStore) -> None:
+def test_record_stores_engine_sets_with_paired_seeds(store: ResultStore) -> None:
     task = load_engine_task("llamacpp-tiny")
     session = open_engine_session(store, PROTO)
     rps = {s: 12.0 for s in SEEDS}
@@ -161,7 +162,7 @@ def _sets(session_id: str, device: str, cand_seeds: list[int], base_seeds: list[
     (SEEDS, [1, 2, 3, 4, 5], "unpaired_seeds"),
     (SEEDS[:2], SEEDS[:2], "too_few_paired_seeds"),
 ])
-def test_store_refuses_unpaired_engine_results(store: SqliteStore, cand_seeds, base_seeds, rule) -> None:
+def test_store_refuses_unpaired_engine_results(store: ResultStore, cand_seeds, base_seeds, rule) -> None:
     session = open_engine_session(store, PROTO)
     device = store.session(session.session_id)["device_sha256"]
     cset, bset = _sets(session.session_id, device, cand_seeds, base_seeds)
@@ -175,7 +176,7 @@ def test_store_refuses_unpaired_engine_results(store: SqliteStore, cand_seeds, b
     assert not store.query("SELECT 1 FROM measurement_sets")
 
 
-def test_config_outside_the_flag_space_is_a_stored_rejection(store: SqliteStore) -> None:
+def test_config_outside_the_flag_space_is_a_stored_rejection(store: ResultStore) -> None:
     session = open_engine_session(store, PROTO)
     res = evaluate_engine_candidate("llamacpp-tiny", '{"threads": 64}', store=store, session=session, protocol=PROTO)
     assert res.verdict == "rejected" and res.gates[0].name == "flag_space" and "must lie in" in res.reason
@@ -197,10 +198,11 @@ def test_seed_score_is_the_median_repetition() -> None:
 
 
 def test_submission_file_and_brief() -> None:
-    from harness.engines import ENGINE_CANDIDATE_FILE, FlagSpaceError, config_text_from_files, engine_brief
+    from harness.engines import FlagSpaceError
+    from harness.tuning.subjects._engine import ENGINE_CANDIDATE_FILE, config_text_from_files, engine_brief
 
     assert config_text_from_files({ENGINE_CANDIDATE_FILE: b'{"parallel": 2}'}) == '{"parallel": 2}'
     with pytest.raises(FlagSpaceError, match="no flags.json was submitted"):
         config_text_from_files({"candidate.py": b""})
-    brief = engine_brief("llamacpp-tiny")
+    brief = engine_brief(load_engine_task("llamacpp-tiny"))
     assert "- parallel (int, 1..8" in brief and ENGINE_CANDIDATE_FILE in brief and "engine-default" not in brief

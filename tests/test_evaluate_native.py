@@ -11,7 +11,7 @@ import pytest
 from harness.errors import CandidateError, IncomparableError
 from harness.measure.evidence import Evidence
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import load_task
 from harness.verdict.evaluate import EvalResult, evaluate_candidate, run_gates_fail_closed
 from protocol import load_protocol
@@ -20,30 +20,30 @@ P = load_protocol()
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path_factory.mktemp("eval") / "atb.sqlite")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResultStore]:
+    s = open_store(tmp_path_factory.mktemp("eval") / "atb.sqlite")
     yield s
     s.close()
 
 
 @pytest.fixture(scope="module")
-def ctx(store: SqliteStore) -> Iterator[MeasurementContext]:
+def ctx(store: ResultStore) -> Iterator[MeasurementContext]:
     with open_measurement_session(store, "cpu", P, note="tests") as c:
         yield c
 
 
-def _eval(task: str, source: str, store: SqliteStore, ctx: MeasurementContext) -> EvalResult:
+def _eval(task: str, source: str, store: ResultStore, ctx: MeasurementContext) -> EvalResult:
     return evaluate_candidate(task, source, store=store, session=ctx, protocol=P)
 
 
-def test_session_records_fingerprint_and_ceilings(store: SqliteStore, ctx: MeasurementContext) -> None:
+def test_session_records_fingerprint_and_ceilings(store: ResultStore, ctx: MeasurementContext) -> None:
     assert ctx.fingerprint.backend == "cpu" and ctx.fingerprint.torch_threads == P.timing.cpu.threads
     assert ctx.ceilings is not None and ctx.ceilings.bytes_per_s > 0 and ctx.ceilings.flops_per_s > 0
     assert store.ceilings_for_device(ctx.device_sha256) is not None
     assert store.session(ctx.session_id)["device_sha256"] == ctx.device_sha256
 
 
-def test_honest_start_is_measured_and_ingested(store: SqliteStore, ctx: MeasurementContext) -> None:
+def test_honest_start_is_measured_and_ingested(store: ResultStore, ctx: MeasurementContext) -> None:
     task = load_task("relu")
     res = _eval("relu", task.render_candidate({"impl": "clamp", "layout": "keep"}), store, ctx)
     assert res.correct, res.reason
@@ -70,7 +70,7 @@ def test_honest_start_is_measured_and_ingested(store: SqliteStore, ctx: Measurem
     assert again.correct and not set(again.seeds) & set(res.seeds)
 
 
-def test_crashing_candidates_are_rejected_and_the_harness_goes_on(store: SqliteStore, ctx: MeasurementContext) -> None:
+def test_crashing_candidates_are_rejected_and_the_harness_goes_on(store: ResultStore, ctx: MeasurementContext) -> None:
     exits = ("import os\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
              "    def forward(self, x):\n        os._exit(7)\n")
     res = _eval("relu", exits, store, ctx)
@@ -87,7 +87,7 @@ def test_crashing_candidates_are_rejected_and_the_harness_goes_on(store: SqliteS
     assert res3.verdict == "rejected" and "edge" in res3.reason
 
 
-def test_incorrect_and_input_mutating_candidates_are_rejected(store: SqliteStore, ctx: MeasurementContext) -> None:
+def test_incorrect_and_input_mutating_candidates_are_rejected(store: ResultStore, ctx: MeasurementContext) -> None:
     softmax = load_task("softmax")
     naive = _eval("softmax", softmax.render_candidate({"impl": "naive", "layout": "keep"}), store, ctx)
     assert naive.verdict == "rejected" and not naive.correct and "large" in naive.reason
@@ -114,10 +114,10 @@ def test_gates_fail_closed_when_a_gate_raises_or_none_answers(monkeypatch: pytes
     assert [(g.name, g.passed) for g in run_gates_fail_closed(ev, P)] == [("gates_empty", False)]
 
 
-def test_refusals(store: SqliteStore, ctx: MeasurementContext, tmp_path: Path) -> None:
+def test_refusals(store: ResultStore, ctx: MeasurementContext, tmp_path: Path) -> None:
     with pytest.raises(CandidateError, match="candidate_source_max_bytes"):
         _eval("relu", "#" * (P.limits.candidate_source_max_bytes + 1), store, ctx)
-    other = SqliteStore(tmp_path / "other.sqlite")
+    other = open_store(tmp_path / "other.sqlite")
     try:
         with pytest.raises(IncomparableError, match="belongs to"):
             evaluate_candidate("relu", load_task("relu").start_source(), store=other, session=ctx, protocol=P)
@@ -125,7 +125,7 @@ def test_refusals(store: SqliteStore, ctx: MeasurementContext, tmp_path: Path) -
         other.close()
 
 
-def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: MeasurementContext,
+def test_a_failing_evaluation_leaves_no_scratch_behind(store: ResultStore, ctx: MeasurementContext,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import harness.verdict.evaluate as evaluate
 
@@ -140,7 +140,7 @@ def test_a_failing_evaluation_leaves_no_scratch_behind(store: SqliteStore, ctx: 
 
 def test_kernel_and_engine_results_share_one_shape() -> None:
     """Campaigns, search and reports read one set of fields whichever subject was measured."""
-    from harness.engines.evaluate import EngineEvalResult
+    from harness.verdict.engine import EngineEvalResult
     from harness.verdict.result import VerdictResult
 
     shared = set(VerdictResult.model_fields)

@@ -16,7 +16,7 @@ import pytest
 
 import protocol._loader as loader
 from atb_agent.cli import main
-from harness.store import SqliteStore
+from harness.store import open_store
 from protocol import (
     DRAFT_ENV, DraftProtocolRefused, RELEASED, draft_label, file_sha256, load_protocol, require_released,
 )
@@ -81,7 +81,7 @@ def test_require_released_refuses_a_draft_unless_allowed(draft: Path, monkeypatc
 def test_compare_refuses_a_draft_before_touching_the_store(draft: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db):
+    with open_store(db):
         pass
     before = db.read_bytes()
     assert main(["compare", "run-a", "run-b", "--db", str(db), "--json"]) == 2
@@ -99,7 +99,7 @@ def test_compare_runs_and_ab_registration_refuse_a_draft_in_the_harness(draft: P
     from harness.tuning.compare import compare_runs
 
     proto = load_protocol()
-    with SqliteStore(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         with pytest.raises(DraftProtocolRefused):
             compare_runs(store, "a", "b", proto)
         spec_path = sorted((Path(__file__).resolve().parent.parent / "protocol" / "preregistrations").glob("*.yaml"))[0]
@@ -123,7 +123,7 @@ def test_report_names_a_draft_protocol_at_the_top(tmp_path: Path, monkeypatch: p
     from test_campaign_support import PROTO, build_campaign, open_session
 
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         sid = open_session(store)
         a = build_campaign(store, sid, [1.1, 1.2], tag="a")
         b = build_campaign(store, sid, [1.0, 1.3], tuner="openai:scripted", tag="b")
@@ -146,7 +146,7 @@ def test_a_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_path: Path
 
     proto = load_protocol()
     crash = "raise RuntimeError('this candidate does not import')\n"
-    with SqliteStore(tmp_path / "v.sqlite") as store:
+    with open_store(tmp_path / "v.sqlite") as store:
         with open_measurement_session(store, "cpu", proto, note="tests") as ctx:
             res = evaluate_candidate("relu", crash, store=store, session=ctx, protocol=proto, prespawn_next=False)
             assert res.protocol_draft is True
@@ -165,12 +165,13 @@ def test_an_engine_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_pa
     protocol_draft in the stored record and the result, as kernel verdicts do."""
     from test_engine_verdict import SEEDS, _arm, _trial
 
-    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session, render_config
-    from harness.engines.evaluate import record_engine_trial
+    from harness.engines import load_engine_task, render_config
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import evaluate_engine_candidate, record_engine_trial
 
     proto = load_protocol()
     task = load_engine_task("llamacpp-tiny")
-    with SqliteStore(tmp_path / "e.sqlite") as store:
+    with open_store(tmp_path / "e.sqlite") as store:
         session = open_engine_session(store, proto)
         trial = _trial(_arm("candidate", {s: 12.0 for s in SEEDS}, config={"parallel": 4}))
         res = record_engine_trial(task, render_config({"parallel": 4}), {"parallel": 4}, trial, store=store,
@@ -186,7 +187,9 @@ def test_an_engine_verdict_measured_under_a_draft_is_stamped(draft: Path, tmp_pa
 
 
 def _draft_store(store: object, proto: object) -> None:
-    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
+    from harness.engines import load_engine_task
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import evaluate_engine_candidate
 
     session = open_engine_session(store, proto)  # type: ignore[arg-type]
     task = load_engine_task("llamacpp-tiny")
@@ -201,11 +204,10 @@ def test_store_verify_counts_verdicts_under_a_draft(kind: str, draft: Path, tmp_
     """By digest, not by the verdict's own stamp; a draft is reported, not a problem (ok stays true)."""
     proto = load_protocol()
     if kind == "sqlite":
-        store: object = SqliteStore(tmp_path / "d.sqlite")
+        store: object = open_store(tmp_path / "d.sqlite")
     else:
-        from harness.store._postgres import PostgresStore
 
-        store = PostgresStore(request.getfixturevalue("pg_db"))
+        store = open_store(request.getfixturevalue("pg_db"))
     try:
         _draft_store(store, proto)
         res = store.verify(tmp_path / "keys")  # type: ignore[attr-defined]
@@ -221,7 +223,7 @@ def test_store_verify_counts_verdicts_under_a_draft(kind: str, draft: Path, tmp_
 def test_store_verify_cli_says_draft_and_fails_only_under_require_released(
         draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "d.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         _draft_store(store, load_protocol())
     keys = ["--key-dir", str(tmp_path / "keys")]
     assert main(["store", "verify", "--db", str(db), *keys]) == 0

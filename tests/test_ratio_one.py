@@ -125,14 +125,13 @@ def test_retest_pairs_are_one_sample_rounds_bit_identical() -> None:
 
 
 def test_engine_ratio_of_means_bit_identical() -> None:
-    from harness.engines._stats import paired_ratio_ci
-
     rng = random.Random(11)
     for _ in range(8):
         n = rng.randint(3, 9)
         c = [rng.uniform(5, 15) for _ in range(n)]
         b = [rng.uniform(5, 15) for _ in range(n)]
-        assert paired_ratio_ci(c, b, P) == _old_engine_paired_ratio_ci(c, b, P)
+        one = rounds_ratio({i: [[x]] for i, x in enumerate(c)}, {i: [[x]] for i, x in enumerate(b)}, P, "ratio_of_means")
+        assert one is not None and (one.ratio, one.ci_low, one.ci_high) == _old_engine_paired_ratio_ci(c, b, P)
         # the engine verdict's own call: each seed's repetitions are one block, scored by its median
         reps_c = {i: [[x, x * 1.01, x * 0.97]] for i, x in enumerate(c)}
         reps_b = {i: [[x, x * 0.99, x * 1.02]] for i, x in enumerate(b)}
@@ -145,10 +144,10 @@ def test_engine_ratio_of_means_bit_identical() -> None:
 def test_engine_judgement_uses_the_one_estimator() -> None:
     from test_engine_verdict import SEEDS, _arm, _trial  # noqa: E402 - the engine tests' trial builder
 
-    from harness.engines import judge_trial
+    from harness.verdict.engine import judge_engine_trial
 
     trial = _trial(_arm("candidate", {s: 11.0 + (s % 5) * 0.3 for s in SEEDS}))
-    j = judge_trial(trial, P)
+    j = judge_engine_trial(trial, P)
     cs, bs = trial.candidate.throughput_by_seed(), trial.baseline.throughput_by_seed()  # type: ignore[union-attr]
     old = _old_engine_paired_ratio_ci([cs[s] for s in sorted(cs)], [bs[s] for s in sorted(cs)], P)
     assert j.ci is not None and (j.ratio, *j.ci) == old

@@ -84,7 +84,8 @@ def test_a_kernelbench_file_is_searched_over_the_module_space() -> None:
 
 
 def test_engine_subject_keeps_the_engine_task_values() -> None:
-    from harness.engines import ENGINE_CANDIDATE_FILE, engine_brief, load_engine_task, render_candidate
+    from harness.engines import load_engine_task, render_config
+    from harness.tuning.subjects._engine import ENGINE_CANDIDATE_FILE, engine_brief
 
     subject, task = load_subject(ENGINE_TASK), load_engine_task(ENGINE_TASK)
     assert subject.candidate_file == ENGINE_CANDIDATE_FILE and not subject.sandbox_mounts_torch
@@ -96,7 +97,7 @@ def test_engine_subject_keeps_the_engine_task_values() -> None:
     assert (brief.kind, brief.candidate_file, brief.task_id) == ("engine", ENGINE_CANDIDATE_FILE, task.id)
     assert brief.flag_space == task.flag_space()
     config = subject.search_space().sample(random.Random(3))
-    assert subject.render(config) == render_candidate(config)
+    assert subject.render(config) == render_config(config)
 
 
 @pytest.mark.parametrize("name, missing, undecodable", [

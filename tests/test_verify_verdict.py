@@ -17,7 +17,7 @@ from atb_agent.cli import main
 from atb_agent.cli._verify import recompute
 from harness.verdict.evaluate import evaluate_candidate
 from harness.measure.session import open_measurement_session
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tasks import load_task
 from protocol import load_protocol
 
@@ -28,11 +28,12 @@ P = load_protocol()
 def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from test_engine_verdict import SEEDS, _arm, _trial  # noqa: E402 - the engine tests' trial builder
 
-    from harness.engines import load_engine_task, open_engine_session, render_config
-    from harness.engines.evaluate import record_engine_trial
+    from harness.engines import load_engine_task, render_config
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import record_engine_trial
 
     db = tmp_path_factory.mktemp("verify") / "atb.sqlite"
-    store = SqliteStore(db)
+    store = open_store(db)
     results: list[Any] = []
     relu, softmax = load_task("relu"), load_task("softmax")
     with open_measurement_session(store, "cpu", P, note="verify-verdict test") as ctx:
@@ -62,7 +63,7 @@ def test_every_verdict_in_the_store_recomputes_bit_for_bit(made: dict[str, Any])
     rows = _all_verdicts(made["db"])
     with_ratio = [vid for vid, ratio in rows if ratio is not None]
     assert len(with_ratio) >= 4, rows  # three kernel verdicts with a ratio and the engine verdict
-    with SqliteStore(made["db"]) as store:
+    with open_store(made["db"]) as store:
         kinds = set()
         for vid in with_ratio:
             out = recompute(store, vid)
@@ -126,7 +127,7 @@ def test_a_tampered_sample_is_a_mismatch(made: dict[str, Any], tmp_path: Path,
     db = str(tmp_path / "tampered.sqlite")
     shutil.copy(made["db"], db)
     res = next(r for r in made["kernel"] if r.speedup is not None)
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         cset_id = store.verdict(res.verdict_id).candidate_set_id
     assert cset_id is not None
     _tamper(db, cset_id, 0.5)   # one seed's candidate times halved: its rounds' ratios double
@@ -137,7 +138,7 @@ def test_a_tampered_sample_is_a_mismatch(made: dict[str, Any], tmp_path: Path,
     assert main(["verify-verdict", res.verdict_id, "--db", db]) == 1
     assert capsys.readouterr().out.startswith("MISMATCH: verdict ")
     # the other verdicts still recompute; and the store's own check names the edited row
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         assert recompute(store, made["engine"].verdict_id)["match"]
         problems = store.verify().problems
     assert any(p.kind == "row_hash" and p.table == "measurements" for p in problems)
@@ -188,12 +189,13 @@ def test_a_schema_2_store_upgrades_in_place_keeping_every_row_and_hash(tmp_path:
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from test_engine_verdict import SEEDS, _arm, _trial  # noqa: E402
 
-    from harness.engines import load_engine_task, open_engine_session, render_config
-    from harness.engines.evaluate import record_engine_trial
+    from harness.engines import load_engine_task, render_config
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import record_engine_trial
     from harness.store import SCHEMA_VERSION, verify_path
 
     src, dst = tmp_path / "v3.sqlite", tmp_path / "v2.sqlite"
-    with SqliteStore(src) as store:
+    with open_store(src) as store:
         cfg = {"parallel": 2}
         eng = record_engine_trial(load_engine_task("llamacpp-tiny"), render_config(cfg), cfg,
                                   _trial(_arm("candidate", {s: 9.0 + (s % 3) * 0.4 for s in SEEDS}, config=cfg)),
@@ -203,7 +205,7 @@ def test_a_schema_2_store_upgrades_in_place_keeping_every_row_and_hash(tmp_path:
     _as_schema_2(str(src), str(dst))
     v2 = verify_path(dst)
     assert not v2.ok and v2.problems[0].kind == "schema_version" and "upgrades it in place" in v2.problems[0].detail
-    with SqliteStore(dst) as store:   # opening upgrades
+    with open_store(dst) as store:   # opening upgrades
         after = store.verify()
         assert after.ok, after.first_problem
         assert (after.schema_version, after.rows_checked) == (SCHEMA_VERSION, before.rows_checked)
@@ -217,13 +219,13 @@ def test_a_tampered_schema_2_store_is_not_upgraded(tmp_path: Path) -> None:
     from harness.store import StoreTampered
 
     src, dst = tmp_path / "v3.sqlite", tmp_path / "v2.sqlite"
-    SqliteStore(src).close()
+    open_store(src).close()
     _as_schema_2(str(src), str(dst))
     conn = sqlite3.connect(dst, isolation_level=None)
     conn.execute("DROP TRIGGER verdicts_no_update")
     conn.close()
     with pytest.raises(StoreTampered, match="verdicts_no_update"):
-        SqliteStore(dst)
+        open_store(dst)
     conn = sqlite3.connect(dst)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2   # left as it was
     conn.close()
@@ -235,8 +237,9 @@ def test_a_schema_2_postgres_store_upgrades_in_place(pg_db: str, capsys: pytest.
     import psycopg
     from test_engine_verdict import SEEDS, _arm, _trial  # noqa: E402
 
-    from harness.engines import load_engine_task, open_engine_session, render_config
-    from harness.engines.evaluate import record_engine_trial
+    from harness.engines import load_engine_task, render_config
+    from harness.measure.serving.session import open_engine_session
+    from harness.verdict.engine import record_engine_trial
     from harness.store import open_store
 
     store = open_store(pg_db)

@@ -103,18 +103,16 @@ def _config_text(arg: str) -> str:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from typing import cast
-
-    from harness.engines import evaluate_engine_candidate, load_engine_task, open_engine_session
-    from harness.store import SqliteStore, open_store
+    from harness.engines import load_engine_task
+    from harness.measure.serving.session import open_engine_session
+    from harness.store import open_store
+    from harness.verdict.engine import evaluate_engine_candidate
     from protocol import load_protocol
 
     task = load_engine_task(args.task)
     text = _config_text(args.config)
     protocol = load_protocol()
-    # harness.engines still types its store as SqliteStore; every store open_store returns is one
-    # (PostgresStore subclasses it) until the engine evaluation joins verdict/ (issue 29, item 1)
-    store = cast(SqliteStore, open_store(args.db))
+    store = open_store(args.db)
     session = open_engine_session(store, protocol, backend="cuda" if task.requires_gpu else "cpu",
                                   note=f"atb engine eval {task.id}")
     res = evaluate_engine_candidate(task, text, store=store, session=session, protocol=protocol,

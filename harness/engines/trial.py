@@ -9,7 +9,7 @@ on both arms alike, and the seed's score is the median repetition. Both arms get
 first. Seeds are drawn unpredictably (``secrets``) unless given, and recorded.
 
 This module collects facts only; :mod:`harness.verdict.gates.engine` judges them and
-:mod:`harness.engines.evaluate` turns them into a stored verdict.
+:mod:`harness.verdict.engine` forms the ratio and turns them into a stored verdict.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Engine ratios, like kernel ratios, are only taken within one session on one fingerprinted device. A
 campaign opens one session and measures every iteration in it. Any object with a ``session_id``
 attribute (such as the kernel side's ``MeasurementContext``) or a plain session id string can be passed
-where a session is expected: the device is read back from the store's session row.
+where a session is expected (:func:`session_id_of`): the device is read back from the store's session row.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Protocol as TypingProtocol
 
 from harness.records import Backend, DeviceFingerprint
-from harness.store import SqliteStore
+from harness.store import ResultStore
 from protocol import Protocol
 
 
@@ -68,7 +68,7 @@ def engine_fingerprint(backend: Backend = "cpu") -> DeviceFingerprint:
                              gpu_name=gpu_name, gpu_driver=driver, torch_version=torch_version)
 
 
-def open_engine_session(store: SqliteStore, protocol: Protocol, backend: Backend = "cpu",
+def open_engine_session(store: ResultStore, protocol: Protocol, backend: Backend = "cpu",
                         note: str = "engine") -> EngineSession:
     """Open a measurement session for engine trials on this machine."""
     fp = engine_fingerprint(backend)
@@ -76,4 +76,5 @@ def open_engine_session(store: SqliteStore, protocol: Protocol, backend: Backend
 
 
 def session_id_of(session: HasSessionId | str) -> str:
+    """The store's session id of a session object or of a plain id."""
     return session if isinstance(session, str) else session.session_id

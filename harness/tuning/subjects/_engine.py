@@ -1,34 +1,73 @@
 """A serving-engine task as a :class:`~harness.tuning.subjects.Subject`: its candidates are flag
-configurations (``flags.json``), measured by :func:`harness.engines.evaluate_engine_candidate` against
-the same engine's default launch, in an engine session (the engine fingerprint: an LLM run and a random
-run of the same engine task on this machine share a device, so ``atb compare`` may relate them)."""
+configurations (``flags.json``), measured by the engine trial and judged by
+:func:`harness.verdict.engine.evaluate_engine_candidate` against the same engine's default launch, in an
+engine session (the engine fingerprint: an LLM run and a random run of the same engine task on this
+machine share a device, so ``atb compare`` may relate them).
+
+The tuner's view of the task lives here too: :func:`engine_brief` (what an LLM tuner reads), the file it
+submits (:data:`ENGINE_CANDIDATE_FILE`) and how its text is read back (:func:`config_text_from_files`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from harness.engines._errors import EngineNotBuilt, FlagSpaceError
-from harness.engines.evaluate import EngineEvalResult, evaluate_engine_candidate, render_candidate
-from harness.engines.flags import FlagSpace
-from harness.engines.search import ENGINE_CANDIDATE_FILE, config_text_from_files, engine_brief
-from harness.engines.session import engine_fingerprint, open_engine_session
+from harness.engines.flags import FlagSpace, render_config
 from harness.engines.task import EngineTask, load_engine_task
+from harness.measure.serving.session import engine_fingerprint, open_engine_session
 from harness.records import Backend, DeviceFingerprint, SubjectKind, canonical_json
 from harness.tuning.subjects._protocol import NoCandidate, SessionPurpose, SubjectSession, ToolBrief
+from harness.verdict.engine import EngineEvalResult, evaluate_engine_candidate
 
 if TYPE_CHECKING:
-    from harness.store import ResultStore, SqliteStore
+    from harness.store import ResultStore
     from harness.verdict.result import VerdictResult
     from protocol import Protocol
 
+# The workspace file an LLM tuner writes its flag configuration to (its `set_flags`-style submission).
+ENGINE_CANDIDATE_FILE = "flags.json"
 
-def _engine_store(store: ResultStore) -> SqliteStore:
-    """``store`` as harness.engines still types it (SqliteStore, being rewritten under issue 29 item 1): the
-    engine code calls only ResultStore methods, so any store open_store returns serves it."""
-    return cast("SqliteStore", store)
+
+def engine_brief(task: EngineTask) -> str:
+    """The task as a tuner reads it: engine, workload, each tunable flag with its range, the constraints,
+    and how to submit. No measured number appears here: the harness measures."""
+    import json
+
+    space = task.flag_space()
+    lines = [
+        f"Engine task {task.id}: tune the launch flags of {task.engine} for request throughput (requests/s).",
+        task.description.strip(),
+        f"Workload: {json.dumps(task.workload.model_dump(mode='json'), sort_keys=True)}.",
+        "Every candidate is measured against the same engine's default launch (no flags) in the same "
+        "session, on paired workload seeds; temperature-0 completions must match the default's.",
+        f"Submit a JSON object of flag -> value in {ENGINE_CANDIDATE_FILE}; flags left out keep the engine "
+        "default. Tunable flags:",
+    ]
+    for f in space.flags:
+        rng = f"{f.low:g}..{f.high:g}" if f.low is not None else ("|".join(f.choices) if f.choices else "true|false")
+        lines.append(f"- {f.name} ({f.type}, {rng}; engine default {f.default}): {f.help}")
+    for c in space.constraints:
+        lines.append(f"- constraint: {json.dumps(c.model_dump(), sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def config_text_from_files(files: Mapping[str, bytes]) -> str:
+    """The flag configuration a tuner submitted: the text of ``ENGINE_CANDIDATE_FILE`` in its workspace.
+
+    Raises:
+        FlagSpaceError: the file is missing or not UTF-8 text (the message says what to write where).
+    """
+    data = files.get(ENGINE_CANDIDATE_FILE)
+    if data is None:
+        raise FlagSpaceError(f"no {ENGINE_CANDIDATE_FILE} was submitted; write a JSON object of flag -> value "
+                             f"to {ENGINE_CANDIDATE_FILE} (submitted files: {sorted(files)[:8]})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlagSpaceError(f"{ENGINE_CANDIDATE_FILE} is not UTF-8 text: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -91,7 +130,7 @@ class EngineSubject:
         return self.task.flag_space()
 
     def render(self, config: dict[str, Any]) -> str:
-        return render_candidate(config)
+        return render_config(config)
 
     def campaign_config(self) -> dict[str, Any]:
         """The same keys in an LLM campaign and in the random-search baseline, so the two arms of a
@@ -119,7 +158,7 @@ class EngineSubject:
         if resume_session_id is not None:
             return EngineSubjectSession(session_id=resume_session_id, fingerprint=engine_fingerprint(backend))
         who = "random search" if purpose == "random-search" else "llm tuner"
-        opened = open_engine_session(_engine_store(store), protocol, backend, note=f"{who} on {self.id}")
+        opened = open_engine_session(store, protocol, backend, note=f"{who} on {self.id}")
         return EngineSubjectSession(session_id=opened.session_id, fingerprint=opened.fingerprint)
 
     def candidate_from_files(self, files: Mapping[str, bytes]) -> str:
@@ -127,7 +166,7 @@ class EngineSubject:
             raise NoCandidate(f"the submitted workspace has no {ENGINE_CANDIDATE_FILE}; call set_flags to write it, "
                               "then submit", built=True)
         try:
-            return config_text_from_files(dict(files))
+            return config_text_from_files(files)
         except FlagSpaceError as exc:
             raise NoCandidate(str(exc), built=False) from exc
 
@@ -138,7 +177,7 @@ class EngineSubject:
 
         Raises (the machine or setup is broken, not the candidate): EngineNotBuilt, EngineLaunchFailed
         (the *default* launch failed), IngestRejected."""
-        return evaluate_engine_candidate(self.task, candidate, store=_engine_store(store), session=session.session_id,
+        return evaluate_engine_candidate(self.task, candidate, store=store, session=session.session_id,
                                          protocol=protocol)
 
     def verdict_detail(self, result: VerdictResult) -> dict[str, Any]:
@@ -147,4 +186,5 @@ class EngineSubject:
                 "config": result.config}
 
 
-__all__ = ["EngineSubject", "EngineSubjectSession"]
+__all__ = ["ENGINE_CANDIDATE_FILE", "EngineSubject", "EngineSubjectSession", "config_text_from_files",
+           "engine_brief"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from harness.measure.evidence import Evidence
 from harness.records import GateResult, VerdictStatus
 from harness.verdict.gates.anomaly import NAME as ANOMALY
+from harness.verdict.gates.engine import ANOMALY as ENGINE_ANOMALY
+from harness.verdict.gates.engine import CORRECTNESS_GATES
 from protocol import Protocol
 
 CORRECTNESS_PHASES = ("correctness", "extended", "preflight")
@@ -54,3 +56,21 @@ def decide_status(gates: list[GateResult], evidence: Evidence, protocol: Protoco
     if failed:
         return "quarantined", f"gate {ANOMALY}: {failed[0].detail}"
     return "accepted", f"all {len(gates)} gates passed; speedup {evidence.ratio:.3f}x"
+
+
+def decide_engine_status(gates: list[GateResult], ratio: float | None,
+                         launched: bool) -> tuple[VerdictStatus, bool, str]:
+    """An engine verdict's status, correctness and reason (empty when accepted), from its gates and ratio.
+
+    Accepted needs every gate passed and a ratio; the anomaly gate failing alone quarantines; anything
+    else rejects, naming each failed gate. Correct means the candidate launched and its outputs held (the
+    gates of :data:`harness.verdict.gates.engine.CORRECTNESS_GATES`).
+    """
+    failed = [g for g in gates if not g.passed]
+    correct = launched and all(g.passed for g in gates if g.name in CORRECTNESS_GATES)
+    if not failed and ratio is not None:
+        return "accepted", True, ""
+    if ratio is not None and [g.name for g in failed] == [ENGINE_ANOMALY]:
+        return "quarantined", correct, f"anomaly: {failed[0].detail}"
+    reason = "; ".join(f"{g.name}: {g.detail}" for g in failed) or "no throughput ratio could be formed"
+    return "rejected", correct, reason[:2000]

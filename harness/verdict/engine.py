@@ -1,11 +1,14 @@
-"""Evaluate one engine configuration: trial, gates, verdict, store. The engine twin of
-``harness.verdict.evaluate.evaluate_candidate``.
+"""The engine path of the one verdict pipeline: an engine trial's facts to a stored verdict.
 
 The candidate is the configuration *text* (JSON or YAML mapping of flag -> value) exactly as the tuner
 wrote it; its SHA-256 is the candidate's identity in the store. The honest baseline is the same engine's
 default launch (the empty configuration) in the same measurement session: ``baseline_label`` is
-``engine-default``, and ratios are never formed across engines or sessions. Throughput ratios are
-candidate requests/s over default requests/s, higher is better, like a kernel speedup.
+``engine-default``, and ratios are never formed across engines or sessions. The throughput ratio is
+candidate requests/s over default requests/s (higher is better, like a kernel speedup), formed here by
+the project's one ratio estimator (:func:`harness.stats.rounds_ratio`, ``ratio_of_means``, one block per
+paired seed), judged by the engine gates of the one registry and decided by
+:func:`harness.verdict.gates.decide_engine_status`. The trial itself (:func:`harness.engines.trial.run_engine_trial`)
+only measures.
 
 A configuration that does not fit the flag space, does not launch, crashes, fails requests or changes
 the temperature-0 outputs gives a *rejected* result, stored with its gates, never an exception.
@@ -21,14 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engines._errors import FlagSpaceError
 from harness.engines.flags import FlagValue, parse_config_text, render_config
-from harness.engines.session import HasSessionId, session_id_of
 from harness.engines.task import EngineTask, load_engine_task
 from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
-from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
-from harness.stats import rounds_ratio
-from harness.store import SqliteStore
-from harness.verdict.gates import run_gates
-from harness.verdict.gates.engine import CORRECTNESS_GATES, FLAG_SPACE, EngineEvidence
+from harness.measure.serving.session import HasSessionId, session_id_of
+from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus
+from harness.stats import RatioEstimate, rounds_ratio
+from harness.store import ResultStore
+from harness.verdict.gates import FLAG_SPACE, EngineEvidence, decide_engine_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol, ProtocolRef, load_protocol
 
@@ -50,44 +52,52 @@ class EngineEvalResult(VerdictResult):
         "measured under a draft protocol: its digest is not in protocol/_released.py (issue 27)"))
 
 
-class Judgement(BaseModel):
+class EngineJudgement(BaseModel):
+    """What verdict/ makes of a trial before anything is stored: ratio, interval, gates, status."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    status: Literal["accepted", "rejected", "quarantined"]
+    status: VerdictStatus
     correct: bool
-    ratio: float | None
-    ci: tuple[float, float] | None
+    estimate: RatioEstimate | None
     gates: list[GateResult]
     reason: str
 
+    @property
+    def ratio(self) -> float | None:
+        return self.estimate.ratio if self.estimate is not None else None
 
-def judge_trial(trial: EngineTrial, protocol: Protocol) -> Judgement:
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return (self.estimate.ci_low, self.estimate.ci_high) if self.estimate is not None else None
+
+    def usable(self, protocol: Protocol) -> bool:
+        """The interval is tight enough to act on (the estimator's own relative half-width)."""
+        est = self.estimate
+        return bool(est is not None and est.ratio and est.ci_relative_halfwidth
+                    <= protocol.usability.ci_relative_halfwidth_max)
+
+
+def engine_ratio(trial: EngineTrial, protocol: Protocol) -> RatioEstimate | None:
+    """Candidate over default requests/s with its paired interval; None when either arm lacks a positive
+    throughput at a shared seed (or the candidate never launched). One block per seed: its repetitions."""
+    if trial.candidate is None:
+        return None
+    c, b = trial.candidate.throughput_by_seed(), trial.baseline.throughput_by_seed()
+    seeds = sorted(set(c) & set(b))
+    if not seeds or min(c[s] for s in seeds) <= 0 or min(b[s] for s in seeds) <= 0:
+        return None
+    creps, breps = trial.candidate.throughputs_by_seed(), trial.baseline.throughputs_by_seed()
+    return rounds_ratio({s: [creps[s]] for s in seeds}, {s: [breps[s]] for s in seeds}, protocol, "ratio_of_means")
+
+
+def judge_engine_trial(trial: EngineTrial, protocol: Protocol) -> EngineJudgement:
     """Ratio, interval, gates and status of a trial (pure: no I/O)."""
-    ratio: float | None = None
-    ci: tuple[float, float] | None = None
-    if trial.candidate is not None:
-        c = trial.candidate.throughput_by_seed()
-        b = trial.baseline.throughput_by_seed()
-        seeds = sorted(set(c) & set(b))
-        cv, bv = [c[s] for s in seeds], [b[s] for s in seeds]
-        if seeds and min(cv) > 0 and min(bv) > 0:
-            # one block (the seed's repetitions) per seed; the seed's score is the block's median
-            creps, breps = trial.candidate.throughputs_by_seed(), trial.baseline.throughputs_by_seed()
-            est = rounds_ratio({s: [creps[s]] for s in seeds}, {s: [breps[s]] for s in seeds}, protocol,
-                               "ratio_of_means")
-            if est is not None:
-                ratio, ci = est.ratio, (est.ci_low, est.ci_high)
+    est = engine_ratio(trial, protocol)
+    ratio = est.ratio if est is not None else None
     gates = run_gates(EngineEvidence(trial=trial, ratio=ratio), protocol)
-    failed = [g for g in gates if not g.passed]
-    correct = all(g.passed for g in gates if g.name in CORRECTNESS_GATES) \
-        and trial.candidate is not None
-    if not failed and ratio is not None:
-        return Judgement(status="accepted", correct=True, ratio=ratio, ci=ci, gates=gates, reason="")
-    if ratio is not None and [g.name for g in failed] == ["anomaly"]:
-        return Judgement(status="quarantined", correct=correct, ratio=ratio, ci=ci, gates=gates,
-                         reason=f"anomaly: {failed[0].detail}")
-    reason = "; ".join(f"{g.name}: {g.detail}" for g in failed) or "no throughput ratio could be formed"
-    return Judgement(status="rejected", correct=correct, ratio=ratio, ci=ci, gates=gates, reason=reason[:2000])
+    status, correct, reason = decide_engine_status(gates, ratio, launched=trial.candidate is not None)
+    return EngineJudgement(status=status, correct=correct, estimate=est, gates=gates, reason=reason)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -95,8 +105,7 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _arm_summary(trial: EngineTrial, arm: str) -> dict[str, Any]:
-    res = trial.baseline if arm == "baseline" else trial.candidate
+def _arm_summary(res: ArmResult | None) -> dict[str, Any]:
     if res is None or not res.metrics:
         return {}
     ms = res.metrics
@@ -131,7 +140,7 @@ def _measurement_set(session_id: str, device: str, ref: ProtocolRef, task_id: st
                                    for seed, values in sorted(res.throughputs_by_seed().items())])
 
 
-def _rejected_config(task: EngineTask, text: str, exc: FlagSpaceError, store: SqliteStore, session_id: str,
+def _rejected_config(task: EngineTask, text: str, exc: FlagSpaceError, store: ResultStore, session_id: str,
                      protocol: Protocol) -> EngineEvalResult:
     ref = protocol.ref()
     sess = store.session(session_id)
@@ -149,7 +158,7 @@ def _rejected_config(task: EngineTask, text: str, exc: FlagSpaceError, store: Sq
                             reason=v.reason, task_id=task.id, engine=task.engine, protocol_draft=protocol.draft)
 
 
-def evaluate_engine_candidate(task: str | Path | EngineTask, config_text: str, *, store: SqliteStore,
+def evaluate_engine_candidate(task: str | Path | EngineTask, config_text: str, *, store: ResultStore,
                               session: HasSessionId | str, protocol: Protocol | None = None,
                               seeds: list[int] | None = None, log_dir: Path | None = None,
                               progress: Callable[[str], None] | None = None) -> EngineEvalResult:
@@ -162,10 +171,8 @@ def evaluate_engine_candidate(task: str | Path | EngineTask, config_text: str, *
         IngestRejected: the store refused the verdict (for example too few paired seeds).
     """
     protocol = protocol or load_protocol()
-    ref = protocol.ref()
     task = task if isinstance(task, EngineTask) else load_engine_task(task)
     sid = session_id_of(session)
-    sess = store.session(sid)
     try:
         config: dict[str, FlagValue] = task.flag_space().validate_config(parse_config_text(config_text))
     except FlagSpaceError as exc:
@@ -176,7 +183,7 @@ def evaluate_engine_candidate(task: str | Path | EngineTask, config_text: str, *
 
 
 def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, FlagValue], trial: EngineTrial, *,
-                        store: SqliteStore, session: HasSessionId | str, protocol: Protocol) -> EngineEvalResult:
+                        store: ResultStore, session: HasSessionId | str, protocol: Protocol) -> EngineEvalResult:
     """Judge a finished trial and store its verdict with both measurement sets (one transaction).
 
     Raises:
@@ -185,7 +192,7 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
     ref = protocol.ref()
     sid = session_id_of(session)
     sess = store.session(sid)
-    j = judge_trial(trial, protocol)
+    j = judge_engine_trial(trial, protocol)
 
     store.add_task(task.id, "engine", task.sha256, {"engine": task.engine, "served_model": task.served_model_name,
                                                       "workload": task.workload.model_dump(mode="json")}, ref)
@@ -196,6 +203,7 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
     if j.ratio is not None and trial.candidate is not None:
         cset = _measurement_set(sid, device, ref, task.id, cand_sha, "candidate", trial.candidate)
         bset = _measurement_set(sid, device, ref, task.id, base_sha, "baseline", trial.baseline)
+    summary = {"baseline": _arm_summary(trial.baseline), "candidate": _arm_summary(trial.candidate)}
     detail: dict[str, Any] = {
         "engine": task.engine, "config": config, "model_sha256": trial.model_sha256,
         "engine_version": trial.probe.version_text, "engine_help_sha256": trial.probe.help_sha256,
@@ -205,7 +213,7 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
         "metrics": {"baseline": [m.model_dump(mode="json") for m in trial.baseline.metrics],
                     "candidate": [m.model_dump(mode="json") for m in trial.candidate.metrics]
                     if trial.candidate else []},
-        "summary": {"baseline": _arm_summary(trial, "baseline"), "candidate": _arm_summary(trial, "candidate")},
+        "summary": summary,
         "launch_log": trial.launch_log,
         "output_checks": _checks_summary(trial, protocol),
         # issue 27: a verdict measured under an unreleased protocol says so in its own record (as kernels do)
@@ -218,20 +226,14 @@ def record_engine_trial(task: EngineTask, config_text: str, config: dict[str, Fl
                 seeds=trial.seeds if cset else [], candidate_set_id=cset.id if cset else None,
                 baseline_set_id=bset.id if bset else None, gates=j.gates, detail=detail)
     store.add_verdict(v, cset, bset)
-    usable = bool(j.ratio and j.ci and (j.ci[1] - j.ci[0]) / 2 / j.ratio <= protocol.usability.ci_relative_halfwidth_max)
     return EngineEvalResult(
         verdict=j.status, correct=j.correct, gates=j.gates, speedup=j.ratio, speedup_ci=j.ci,
         device=store.device(device).summary(),
         seeds=trial.seeds, protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=v.id, reason=j.reason,
-        usable_ci=usable, task_id=task.id, engine=task.engine, config=config,
-        metrics=detail["summary"], engine_version=trial.probe.version_text.splitlines()[0] if trial.probe.version_text else "",
+        usable_ci=j.usable(protocol), task_id=task.id, engine=task.engine, config=config,
+        metrics=summary, engine_version=trial.probe.version_text.splitlines()[0] if trial.probe.version_text else "",
         protocol_draft=protocol.draft)
 
 
-def render_candidate(config: dict[str, FlagValue]) -> str:
-    """The candidate text of a configuration (what a tuner submits and the store hashes)."""
-    return render_config(config)
-
-
-def candidate_sha256(config_text: str) -> str:
-    return sha256_text(config_text)
+__all__ = ["BASELINE_LABEL", "UNIT", "EngineEvalResult", "EngineJudgement", "engine_ratio", "evaluate_engine_candidate",
+           "judge_engine_trial", "record_engine_trial"]
