@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from harness.measure.session import open_measurement_session
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.verdict.evaluate import evaluate_candidate
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ LOW, HIGH = 0.85, 1 / 0.85     # 0.757x and 1.626x, the H200's A/A readings, bot
 def test_identical_launch_bound_code_reads_one(tmp_path: Path) -> None:
     torch.set_num_threads(1)
     candidate = PROBLEM.read_text(encoding="utf-8").rstrip() + "\n\n\nModelNew = Model\n"
-    with SqliteStore(tmp_path / "atb.sqlite") as store, \
+    with open_store(tmp_path / "atb.sqlite") as store, \
             open_measurement_session(store, "cpu", note="A/A, launch-bound") as session:
         r = evaluate_candidate(PROBLEM, candidate, store=store, session=session)
     ev = r.evidence

@@ -14,7 +14,7 @@ import yaml
 
 from atb_agent.cli import main
 from harness.science.prereg import ABSpec, load_spec, register
-from harness.store import SqliteStore
+from harness.store import open_store
 from protocol import load_protocol
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "protocol" / "preregistrations" / "example-hint-ab.yaml"
@@ -87,7 +87,7 @@ def test_a_failed_preflight_refuses_in_one_line_and_leaves_the_sqlite_store_byte
     store_dir = tmp_path / "store"
     store_dir.mkdir()
     db = store_dir / "atb.sqlite"
-    with SqliteStore(db):
+    with open_store(db):
         pass                                            # an existing store, as after earlier work
     before = _files(store_dir)
     argv = ["ab", str(spec), "--db", str(db), *[x.replace("{port}", str(_closed_port())) for x in extra]]
@@ -123,9 +123,9 @@ def _pg_counts(url: str) -> dict[str, int]:
 @pytest.mark.usefixtures("no_keys")
 def test_a_failed_preflight_adds_no_row_to_a_postgres_store(pg_db: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.store._postgres import PostgresStore
+    from harness.store import open_store
 
-    with PostgresStore(pg_db):
+    with open_store(pg_db):
         pass
     before = _pg_counts(pg_db)
     assert "preregistrations" in " ".join(before)
@@ -157,7 +157,7 @@ def test_base_url_fills_the_model_arms_and_a_changed_endpoint_is_an_edit(
         update={"base_url": "http://own:2/v1"})}), "http://127.0.0.1:1/v1")
     assert own.treatment.base_url == "http://own:2/v1"          # an arm's own endpoint wins
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         register(store, filled, load_protocol())
     before = db.read_bytes()
     assert main(["ab", str(tmp_path / "ab.yaml"), "--db", str(db), "--base-url", "http://127.0.0.1:2/v1",

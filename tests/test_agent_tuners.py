@@ -99,7 +99,7 @@ class _SlowerJudge(ScriptedJudge):
 
 def test_fresh_measurement_reports_how_verdicts_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from atb_agent.replay import replay_transcript
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.tasks import load_task
     from protocol import load_protocol
 
@@ -109,7 +109,7 @@ def test_fresh_measurement_reports_how_verdicts_moved(tmp_path: Path, monkeypatc
                                             store=tmp_path / "atb.sqlite",
                                             base_url=srv.openai_base_url, scripted=True),
                                             services=ScriptedServices())
-    store = SqliteStore(tmp_path / "fresh.sqlite")
+    store = open_store(tmp_path / "fresh.sqlite")
     proto = load_protocol()
     services = ScriptedServices()
     sid = services.open_session(store, proto, None)

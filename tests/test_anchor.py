@@ -23,7 +23,7 @@ from harness.science.anchors import (
     relock,
     run_anchors,
 )
-from harness.store import SqliteStore
+from harness.store import open_store
 from protocol import load_protocol
 
 NOW = datetime(2026, 12, 2, 14, 0, tzinfo=timezone.utc)
@@ -114,7 +114,7 @@ def _small_anchors(tmp_path: Path, divergence: dict | None) -> tuple[Path, Path]
 def test_store_history_makes_a_later_explanation_post_hoc(tmp_path: Path) -> None:
     """Measured first without an explanation, then 'explained' with a backdated registration:
     the store remembers the first measurement, so the explanation does not count."""
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     path, lock = _small_anchors(tmp_path, None)
     first = run_anchors(store, "cpu", anchors=load_anchors(path, lock))
     assert [r.outcome for r in first.results] == ["unexplained_divergence"]
@@ -141,7 +141,7 @@ def test_atb_anchor_cpu_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     for r in payload["results"]:
         assert r["outcome"] in ("agrees", "explained_divergence", "unexplained_divergence")
         assert r["measured"] > 0 and r["low"] < r["expected"] < r["high"]
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         assert [r["id"] for r in store.reports("anchor")] == [payload["report_id"]]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import IngestRejected, SqliteStore
+from harness.store import IngestRejected, ResultStore, open_store
 from harness.tuning.campaigns import (
     CampaignError, CampaignRecorder, IterationConflict, IterationUsage, best_so_far, get_iterations, summarize,
 )
@@ -14,16 +14,16 @@ from test_campaign_support import PROTO, TASK, build_campaign, make_verdict, ope
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(tmp_path / "atb.sqlite")
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(tmp_path / "atb.sqlite")
 
 
-def _rec(store: SqliteStore, sid: str, budget: int = 5, **kw: object) -> CampaignRecorder:
+def _rec(store: ResultStore, sid: str, budget: int = 5, **kw: object) -> CampaignRecorder:
     return CampaignRecorder.open(store, PROTO, task_id=TASK, kind="kernel", tuner_spec="random", seed=1,
                                  budget=budget, session_id=sid, **kw)  # type: ignore[arg-type]
 
 
-def test_usable_needs_accepted_correct_gates_and_a_tight_interval(store: SqliteStore) -> None:
+def test_usable_needs_accepted_correct_gates_and_a_tight_interval(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid, budget=6)
     bar = PROTO.usability.ci_relative_halfwidth_max
@@ -45,7 +45,7 @@ def test_usable_needs_accepted_correct_gates_and_a_tight_interval(store: SqliteS
     assert s.best_speedup == pytest.approx(1.3) and s.usable_iterations == 1 and s.best_iteration == 0
 
 
-def test_recording_is_idempotent_and_a_diverging_resume_is_refused(store: SqliteStore) -> None:
+def test_recording_is_idempotent_and_a_diverging_resume_is_refused(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid)
     v0 = make_verdict(store, sid, "a", 1.1)
@@ -57,7 +57,7 @@ def test_recording_is_idempotent_and_a_diverging_resume_is_refused(store: Sqlite
     assert rec.next_index() == 1
 
 
-def test_open_with_a_stored_id_resumes_only_with_the_same_parameters(store: SqliteStore) -> None:
+def test_open_with_a_stored_id_resumes_only_with_the_same_parameters(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid)
     assert _rec(store, sid, campaign_id=rec.campaign_id).campaign_id == rec.campaign_id
@@ -65,7 +65,7 @@ def test_open_with_a_stored_id_resumes_only_with_the_same_parameters(store: Sqli
         _rec(store, sid, budget=9, campaign_id=rec.campaign_id)
 
 
-def test_budget_session_and_task_are_enforced(store: SqliteStore) -> None:
+def test_budget_session_and_task_are_enforced(store: ResultStore) -> None:
     sid = open_session(store)
     other = open_session(store)
     rec = _rec(store, sid, budget=2)
@@ -77,7 +77,7 @@ def test_budget_session_and_task_are_enforced(store: SqliteStore) -> None:
         rec.record(0, verdict_id=make_verdict(store, sid, "d", 1.2, task="gelu"))
 
 
-def test_a_raw_usable_row_without_an_accepted_verdict_is_refused_by_the_store(store: SqliteStore) -> None:
+def test_a_raw_usable_row_without_an_accepted_verdict_is_refused_by_the_store(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid)
     vid = make_verdict(store, sid, "w", None, status="rejected", correct=False)
@@ -88,7 +88,7 @@ def test_a_raw_usable_row_without_an_accepted_verdict_is_refused_by_the_store(st
     assert e.value.rule == "usable_iteration_not_accepted"
 
 
-def test_truncated_run_is_an_infrastructure_defect(store: SqliteStore) -> None:
+def test_truncated_run_is_an_infrastructure_defect(store: ResultStore) -> None:
     sid = open_session(store)
     # 10 calls per iteration, 3 truncated in the first: 3/30 = 10% > the protocol's cap
     cid = build_campaign(store, sid, [1.1, 1.2, 1.3], tuner="openai:scripted", calls=10, truncated=3)
@@ -99,7 +99,7 @@ def test_truncated_run_is_an_infrastructure_defect(store: SqliteStore) -> None:
     assert s.tokens_in == 3000
 
 
-def test_finished_campaign_takes_no_more_iterations(store: SqliteStore) -> None:
+def test_finished_campaign_takes_no_more_iterations(store: ResultStore) -> None:
     sid = open_session(store)
     cid = build_campaign(store, sid, [1.1, 1.2, 1.3], budget=3)   # 'completed' needs the whole budget stored
     rec = CampaignRecorder.resume(store, PROTO, cid)
@@ -110,7 +110,7 @@ def test_finished_campaign_takes_no_more_iterations(store: SqliteStore) -> None:
         rec.finish("aborted", reason="stopped by hand")
 
 
-def test_best_so_far_counts_usable_iterations_only(store: SqliteStore) -> None:
+def test_best_so_far_counts_usable_iterations_only(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid, budget=4)
     rec.record(0, verdict_id=make_verdict(store, sid, "p", 1.2))
@@ -119,7 +119,7 @@ def test_best_so_far_counts_usable_iterations_only(store: SqliteStore) -> None:
     assert best_so_far(get_iterations(store, rec.campaign_id), 4) == [1.2, 1.2, 1.5, 1.5]
 
 
-def test_a_resumed_run_measures_in_an_attached_session_on_the_same_device(store: SqliteStore) -> None:
+def test_a_resumed_run_measures_in_an_attached_session_on_the_same_device(store: ResultStore) -> None:
     """Issue 14: a killed run's resume opens a new session. It joins the campaign (same device, same
     protocol) before anything is measured; a verdict from a session the campaign never attached, or
     a session on another device, is still refused. Each verdict's ratio stays inside its own session."""
@@ -144,7 +144,7 @@ def test_a_resumed_run_measures_in_an_attached_session_on_the_same_device(store:
         again.attach_session(stray)
 
 
-def test_check_resume_refuses_other_parameters_and_writes_nothing(store: SqliteStore) -> None:
+def test_check_resume_refuses_other_parameters_and_writes_nothing(store: ResultStore) -> None:
     sid = open_session(store)
     rec = _rec(store, sid, budget=3)
     before = [store.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("sessions", "reports", "campaigns")]

@@ -13,7 +13,7 @@ import pytest
 from harness.records import (
     DeviceFingerprint, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text,
 )
-from harness.store import IngestRejected, SqliteStore
+from harness.store import IngestRejected, ResultStore, open_store
 from harness.tuning.campaigns import CampaignRecorder, IterationUsage
 from harness.verdict.gates import gate_names
 from protocol import load_protocol
@@ -28,11 +28,11 @@ def fingerprint(name: str = "cpu-test") -> DeviceFingerprint:
     return DeviceFingerprint(backend="cpu", cpu_model=name, cpu_count=2, torch_version="2.13.0")
 
 
-def open_session(store: SqliteStore, device: str = "cpu-test") -> str:
+def open_session(store: ResultStore, device: str = "cpu-test") -> str:
     return store.open_session(fingerprint(device), REF)
 
 
-def make_verdict(store: SqliteStore, session: str, text: str, ratio: float | None, halfwidth: float = 0.01,
+def make_verdict(store: ResultStore, session: str, text: str, ratio: float | None, halfwidth: float = 0.01,
                  *, status: str = "accepted", correct: bool = True, failed_gate: str | None = None,
                  task: str = TASK, reason: str = "") -> str:
     """Store a verdict for candidate ``text`` with speedup ``ratio`` and relative CI half-width."""
@@ -61,7 +61,7 @@ def make_verdict(store: SqliteStore, session: str, text: str, ratio: float | Non
     return store.add_verdict(v, cset, bset)
 
 
-def build_campaign(store: SqliteStore, session: str, ratios: list[float | None], *, tuner: str = "random",
+def build_campaign(store: ResultStore, session: str, ratios: list[float | None], *, tuner: str = "random",
                    seed: int = 1, budget: int | None = None, task: str = TASK, halfwidth: float = 0.01,
                    truncated: int = 0, calls: int = 0, tag: str = "", finish: bool = True,
                    preregistration_id: str | None = None, arm: str | None = None) -> str:
@@ -85,18 +85,18 @@ def build_campaign(store: SqliteStore, session: str, ratios: list[float | None],
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(tmp_path / "atb.sqlite")
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(tmp_path / "atb.sqlite")
 
 
-def test_helper_verdicts_pass_the_store_rules(store: SqliteStore) -> None:
+def test_helper_verdicts_pass_the_store_rules(store: ResultStore) -> None:
     sid = open_session(store)
     vid = make_verdict(store, sid, "x", 1.5)
     v = store.verdict(vid)
     assert v.status == "accepted" and v.ratio == 1.5 and v.ci_relative_halfwidth == pytest.approx(0.01)
 
 
-def test_helper_cannot_store_an_accepted_verdict_with_a_failed_gate(store: SqliteStore) -> None:
+def test_helper_cannot_store_an_accepted_verdict_with_a_failed_gate(store: ResultStore) -> None:
     sid = open_session(store)
     with pytest.raises(IngestRejected) as e:
         make_verdict(store, sid, "x", 1.5, failed_gate="escape")

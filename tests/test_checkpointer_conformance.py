@@ -138,16 +138,16 @@ def test_postgres_checkpoints_stay_out_of_the_results_store(pg_db: str) -> None:
     """The checkpointer's tables live in their own schema: the hash-chained store verifies as before."""
     import psycopg
 
-    from harness.store._postgres import PostgresStore
+    from harness.store import open_store
 
-    with PostgresStore(pg_db) as store:
+    with open_store(pg_db) as store:
         assert store.verify().ok
     with open_checkpointer(pg_db) as saver:
         _graph().compile(checkpointer=saver).invoke({"n": 0, "seen": []}, _cfg("t"), durability="sync")
     with psycopg.connect(pg_db, autocommit=True) as conn:
         where = {r[0] for r in conn.execute("SELECT schemaname FROM pg_tables WHERE tablename = 'checkpoints'")}
     assert where == {PG_SCHEMA}
-    with PostgresStore(pg_db) as store:
+    with open_store(pg_db) as store:
         verified = store.verify()
     assert verified.ok, verified.first_problem
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import IncomparableError
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tuning.campaigns import CampaignRecorder
 from harness.tuning.compare import compare_runs
 from test_campaign_support import PROTO, build_campaign, open_session
@@ -17,11 +17,11 @@ K = PROTO.saturation.early_iterations
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(tmp_path / "atb.sqlite")
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(tmp_path / "atb.sqlite")
 
 
-def test_llm_like_run_beats_a_sparse_random_run_beyond_noise(store: SqliteStore) -> None:
+def test_llm_like_run_beats_a_sparse_random_run_beyond_noise(store: ResultStore) -> None:
     sid = open_session(store)
     # random: 2 usable of 6, slow climb; llm: 5 usable of 6 reaching 1.6x
     rnd = build_campaign(store, sid, [None, 1.05, None, None, 1.2, None], tag="r")
@@ -34,7 +34,7 @@ def test_llm_like_run_beats_a_sparse_random_run_beyond_noise(store: SqliteStore)
     assert c.a.best_ci == pytest.approx((1.2 * 0.99, 1.2 * 1.01))
 
 
-def test_difference_inside_the_noise_floor_is_not_a_win(store: SqliteStore) -> None:
+def test_difference_inside_the_noise_floor_is_not_a_win(store: ResultStore) -> None:
     sid = open_session(store)
     a = build_campaign(store, sid, [1.0, 1.0, 1.0, 1.5, 1.5], tag="a")
     b = build_campaign(store, sid, [1.0, 1.0, 1.0, 1.0, 1.5 * (1 + NOISE / 2)], tag="b")
@@ -42,7 +42,7 @@ def test_difference_inside_the_noise_floor_is_not_a_win(store: SqliteStore) -> N
     assert c.verdict == "within_noise" and not c.beyond_noise and not c.saturation.saturated
 
 
-def test_overlapping_intervals_are_not_beyond_noise(store: SqliteStore) -> None:
+def test_overlapping_intervals_are_not_beyond_noise(store: ResultStore) -> None:
     sid = open_session(store)
     a = build_campaign(store, sid, [1.0, 1.0, 1.0, 1.5], tag="a", halfwidth=0.045)
     b = build_campaign(store, sid, [1.0, 1.0, 1.0, 1.6], tag="b", halfwidth=0.045)
@@ -50,7 +50,7 @@ def test_overlapping_intervals_are_not_beyond_noise(store: SqliteStore) -> None:
     assert c.intervals_overlap is True and c.verdict == "within_noise"
 
 
-def test_a_shared_early_wall_is_uninformative_not_null(store: SqliteStore) -> None:
+def test_a_shared_early_wall_is_uninformative_not_null(store: ResultStore) -> None:
     sid = open_session(store)
     wall = 2.48
     a = build_campaign(store, sid, [wall] * 5, tag="a")
@@ -60,14 +60,14 @@ def test_a_shared_early_wall_is_uninformative_not_null(store: SqliteStore) -> No
     assert "shared wall" in c.explanation and "not evidence" in c.explanation
 
 
-def test_a_late_equal_finish_is_not_saturated(store: SqliteStore) -> None:
+def test_a_late_equal_finish_is_not_saturated(store: ResultStore) -> None:
     sid = open_session(store)
     a = build_campaign(store, sid, [1.0] * K + [2.0, 2.0], tag="a")
     b = build_campaign(store, sid, [1.0] * K + [1.0, 2.0], tag="b")
     assert compare_runs(store, a, b, PROTO).saturation.saturated is False
 
 
-def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> None:
+def test_baseline_near_the_roofline_floor_is_saturated(store: ResultStore) -> None:
     sid = open_session(store)
     a = build_campaign(store, sid, [1.01, 1.02], tag="a")
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="x", seed=1, budget=2,
@@ -94,7 +94,7 @@ def test_baseline_near_the_roofline_floor_is_saturated(store: SqliteStore) -> No
     assert c.saturation.saturated and "roofline" in c.saturation.reason and c.verdict == "uninformative_saturated"
 
 
-def test_different_devices_tasks_budgets_and_defects_are_refused(store: SqliteStore) -> None:
+def test_different_devices_tasks_budgets_and_defects_are_refused(store: ResultStore) -> None:
     s1, s2 = open_session(store, "cpu-one"), open_session(store, "cpu-two")
     a = build_campaign(store, s1, [1.1, 1.2], tag="a")
     other_dev = build_campaign(store, s2, [1.1, 1.2], tag="b")
@@ -109,7 +109,7 @@ def test_different_devices_tasks_budgets_and_defects_are_refused(store: SqliteSt
             compare_runs(store, a, other, PROTO)
 
 
-def test_one_arm_without_usable_iterations(store: SqliteStore) -> None:
+def test_one_arm_without_usable_iterations(store: ResultStore) -> None:
     sid = open_session(store)
     a = build_campaign(store, sid, [None, None], tag="a")
     b = build_campaign(store, sid, [1.1, None], tag="b")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from atb_agent.cli import main
-from harness.store import SqliteStore
+from harness.store import open_store
 from test_campaign_support import build_campaign, open_session
 
 
 def test_compare_prints_usable_iterations_and_a_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         sid = open_session(store)
         rnd = build_campaign(store, sid, [None, 1.05, None, None, 1.2], tag="r")
         llm = build_campaign(store, sid, [1.1, 1.3, 1.45, None, 1.6], tuner="openai:scripted", tag="l")
@@ -29,7 +29,7 @@ def test_compare_prints_usable_iterations_and_a_verdict(tmp_path: Path, capsys: 
 
 def test_compare_refusal_exits_2_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         a = build_campaign(store, open_session(store, "one"), [1.1], tag="a")
         b = build_campaign(store, open_session(store, "two"), [1.2], tag="b")
     assert main(["compare", a, b, "--db", str(db), "--json"]) == 2

@@ -22,7 +22,7 @@ from harness.measure.runner import Worker
 from harness.measure.runner._worker import CHILD_ENV_ALLOW, child_environment
 from harness.measure.session import open_measurement_session, worker_config
 from harness.redact import redact, redact_obj
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import load_task
 from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
@@ -124,13 +124,13 @@ raise RuntimeError("could not reach {DB_URL} nor {BASE_URL}")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path_factory.mktemp("env") / "atb.sqlite")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResultStore]:
+    s = open_store(tmp_path_factory.mktemp("env") / "atb.sqlite")
     yield s
     s.close()
 
 
-def test_a_stored_verdict_reason_is_redacted(store: SqliteStore) -> None:
+def test_a_stored_verdict_reason_is_redacted(store: ResultStore) -> None:
     """A candidate that puts credentials into its error: the rejection is stored without them."""
     with open_measurement_session(store, "cpu", P, note="tests") as ctx:
         res = evaluate_candidate("relu", LEAK, store=store, session=ctx, protocol=P, prespawn_next=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from atb_agent.cli import main
-from harness.store import SqliteStore
+from harness.store import open_store
 
 FIX = Path(__file__).parent / "fixtures" / "kernelbench"
 
@@ -44,7 +44,7 @@ def test_atb_eval_on_a_kernelbench_problem(tmp_path: Path, capsys: pytest.Captur
     assert data["confinement"]["candidate"].startswith(("bwrap:", "unconfined:"))
     if os.environ.get("CI") == "true":
         assert data["confinement"]["candidate"].startswith("bwrap:"), data["confinement"]
-    with SqliteStore(db) as s:
+    with open_store(db) as s:
         assert s.verdict(data["verdict_id"]).candidate_sha256 == data["candidate_sha256"]
 
 

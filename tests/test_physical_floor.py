@@ -77,12 +77,12 @@ def test_factored_matmul_is_not_rejected_end_to_end(tmp_path: Path) -> None:
     """``A@(B+C)`` for ``A@B + A@C`` through the real harness on CPU: accepted, or quarantined and then
     cleared by the extended pass; never rejected (it read 1.97x [1.78, 1.99], accepted, here)."""
     from harness.measure.session import open_measurement_session
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.verdict.evaluate import evaluate_candidate
     from harness.verdict.quarantine import review_quarantine
 
     task, cand = FIX / "ab_plus_ac.py", (FIX / "ab_plus_ac_factored.py").read_text(encoding="utf-8")
-    with SqliteStore(tmp_path / "atb.sqlite") as store, open_measurement_session(store, "cpu", note="A@(B+C)") as s:
+    with open_store(tmp_path / "atb.sqlite") as store, open_measurement_session(store, "cpu", note="A@(B+C)") as s:
         r = evaluate_candidate(task, cand, store=store, session=s)
         assert r.correct and r.verdict in ("accepted", "quarantined"), r.reason
         assert r.speedup is not None and r.speedup > 1.3, r.speedup

@@ -11,7 +11,7 @@ from harness.science.prereg import (
     ABSpec, ArmRecording, PreregistrationError, RegistrationEdited, check_treatment_delivery, claimed_runs,
     decide, load_spec, record_outcome, register,
 )
-from harness.store import IngestRejected, SqliteStore, connect
+from harness.store import IngestRejected, ResultStore, connect, open_store
 from test_campaign_support import PROTO, build_campaign, open_session
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "protocol" / "preregistrations" / "example-hint-ab.yaml"
@@ -27,21 +27,21 @@ def _spec(**over: object) -> ABSpec:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteStore:
-    return SqliteStore(tmp_path / "atb.sqlite")
+def store(tmp_path: Path) -> ResultStore:
+    return open_store(tmp_path / "atb.sqlite")
 
 
 def _req(text: str) -> bytes:
     return json.dumps({"model": "m", "messages": [{"role": "system", "content": text}]}).encode()
 
 
-def test_example_spec_loads_and_fits_the_protocol(store: SqliteStore) -> None:
+def test_example_spec_loads_and_fits_the_protocol(store: ResultStore) -> None:
     spec = load_spec(EXAMPLE)
     reg = register(store, spec, PROTO)
     assert reg.spec_sha256 == spec.digest and len(reg.spec_sha256) == 64
 
 
-def test_registering_the_same_spec_twice_is_idempotent_and_an_edit_is_refused(store: SqliteStore) -> None:
+def test_registering_the_same_spec_twice_is_idempotent_and_an_edit_is_refused(store: ResultStore) -> None:
     first = register(store, _spec(), PROTO)
     assert register(store, _spec(), PROTO) == first
     with pytest.raises(RegistrationEdited, match="cannot be edited"):
@@ -49,7 +49,7 @@ def test_registering_the_same_spec_twice_is_idempotent_and_an_edit_is_refused(st
     assert register(store, _spec(id="t-ab-2", budget=5), PROTO).id == "t-ab-2"   # a new id is a new registration
 
 
-def test_the_store_itself_refuses_an_edit_of_a_registration(store: SqliteStore) -> None:
+def test_the_store_itself_refuses_an_edit_of_a_registration(store: ResultStore) -> None:
     register(store, _spec(), PROTO)
     raw = connect(store.path)
     import sqlite3
@@ -57,13 +57,13 @@ def test_the_store_itself_refuses_an_edit_of_a_registration(store: SqliteStore) 
         raw.execute("UPDATE preregistrations SET spec_json = '{}' WHERE id = 't-ab'")
 
 
-def test_a_spec_with_another_usability_bar_is_refused(store: SqliteStore) -> None:
+def test_a_spec_with_another_usability_bar_is_refused(store: ResultStore) -> None:
     bars = {"ci_relative_halfwidth_max": PROTO.usability.ci_relative_halfwidth_max * 2, "min_usable_iterations": 1}
     with pytest.raises(PreregistrationError, match="usability bar"):
         register(store, _spec(usability=bars), PROTO)
 
 
-def test_claims_must_match_the_registration(store: SqliteStore) -> None:
+def test_claims_must_match_the_registration(store: ResultStore) -> None:
     spec = _spec()
     reg = register(store, spec, PROTO)
     sid = open_session(store)
@@ -76,7 +76,7 @@ def test_claims_must_match_the_registration(store: SqliteStore) -> None:
         claimed_runs(store, reg)
 
 
-def test_unregistered_claim_is_refused_by_the_store(store: SqliteStore) -> None:
+def test_unregistered_claim_is_refused_by_the_store(store: ResultStore) -> None:
     sid = open_session(store)
     with pytest.raises(IngestRejected) as e:
         build_campaign(store, sid, [1.0], preregistration_id="never-registered", arm="control")
@@ -121,7 +121,7 @@ def test_marker_is_found_json_escaped() -> None:
     assert check_treatment_delivery(spec, t, c).delivered
 
 
-def test_decide_voids_an_undelivered_ab_whatever_its_numbers(store: SqliteStore) -> None:
+def test_decide_voids_an_undelivered_ab_whatever_its_numbers(store: ResultStore) -> None:
     spec = _spec(primary_metric="best_speedup")
     reg = register(store, spec, PROTO)
     sid = open_session(store)
@@ -141,7 +141,7 @@ def test_decide_voids_an_undelivered_ab_whatever_its_numbers(store: SqliteStore)
     assert store.reports("ab_outcome", reg.id)[0]["id"] == rid
 
 
-def test_usable_iterations_metric_counts_usable_rows(store: SqliteStore) -> None:
+def test_usable_iterations_metric_counts_usable_rows(store: ResultStore) -> None:
     spec = _spec(decision_rule={"min_seed_wins": 2, "min_usable_difference": 2})
     reg = register(store, spec, PROTO)
     sid = open_session(store)

@@ -10,7 +10,7 @@ import yaml
 
 from atb_agent.cli import main
 from harness.science.prereg import load_spec, register
-from harness.store import SqliteStore
+from harness.store import open_store
 from test_campaign_support import PROTO, build_campaign, open_session
 from transcripts import HeaderData, HttpRequestRecord, HttpResponseRecord, ModelCallData, TranscriptWriter
 from transcripts._records import b64
@@ -52,7 +52,7 @@ def ab(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def _runs(spec_path: Path, db: Path, tdir: Path, treatment_system: str) -> None:
     spec = load_spec(spec_path)
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         reg = register(store, spec, PROTO)
         sid = open_session(store)
         c = build_campaign(store, sid, [1.0, 1.05, 1.1, 1.1], tuner=spec.control.tuner, seed=1,
@@ -72,7 +72,7 @@ def test_treatment_that_never_reaches_the_model_voids_the_ab(ab: tuple[Path, Pat
     assert out["status"] == "void" and not out["delivery"]["delivered"]
     ev = out["delivery"]["evidence"]["per_seed"][0]
     assert ev["treatment_requests"] == 2 and ev["treatment_requests_with_marker"] == 0
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         assert store.reports("ab_outcome", "cli-ab")[0]["body"]["status"] == "void"
 
 
@@ -117,7 +117,7 @@ def test_ab_end_to_end_with_real_runs_voids_a_treatment_no_model_saw(tmp_path: P
     assert out["status"] == "void"
     reasons = " ".join(out["delivery"]["void_reasons"])
     assert "recorded no model request" in reasons and "byte-identical" in reasons   # same seed, same candidates
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         runs = store.query("SELECT arm, preregistration_id, created_at FROM campaigns ORDER BY arm")
         reg_at = store.query("SELECT created_at FROM preregistrations WHERE id = 'e2e-ab'")[0][0]
     assert [r[0] for r in runs] == ["control", "treatment"] and all(r[1] == "e2e-ab" and r[2] > reg_at for r in runs)

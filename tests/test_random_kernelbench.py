@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import sha256_text
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tuning.campaigns import get_iterations
 from harness.tuning.search import RandomSearch
 from harness.tuning.subjects import load_subject
@@ -47,7 +47,7 @@ def test_atb_run_random_on_a_kernelbench_file_end_to_end_on_cpu(tmp_path: Path) 
     assert out["tuner"] == "random" and out["seed"] == 1 and out["budget"] == 3
     assert out["iterations_recorded"] == 3 and out["outcome"] == "completed"
     assert out["knob_sequence"] == points and out["candidate_sequence"] == digests
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         campaign = store.campaign(out["run_id"])
         assert campaign is not None
         config = campaign.config
@@ -77,7 +77,7 @@ def test_a_point_whose_compilation_fails_is_rejected_and_the_campaign_goes_on(tm
     problem = FIX / "tiny_scale_shift.py"
     points, _ = _expected(problem, 2, 1)
     assert [p["compile"] for p in points] == ["off", "default"]   # seed 1: eager first, then a compiled point
-    with SqliteStore(tmp_path / "atb.sqlite") as store:
+    with open_store(tmp_path / "atb.sqlite") as store:
         summary = random_search_task(problem, store=store, protocol=PROTO, budget=2, seed=1, backend="cpu")
         its = get_iterations(store, summary.campaign.id)
         assert summary.iterations_recorded == 2 and summary.outcome is not None
@@ -93,7 +93,7 @@ def test_a_problem_whose_model_cannot_be_built_gets_verdicts(tmp_path: Path) -> 
     from harness.tuning.search import random_search_task
 
     problem = FIX / "unbuildable.py"
-    with SqliteStore(tmp_path / "atb.sqlite") as store:
+    with open_store(tmp_path / "atb.sqlite") as store:
         summary = random_search_task(problem, store=store, protocol=PROTO, budget=2, seed=1, backend="cpu")
         its = get_iterations(store, summary.campaign.id)
         assert summary.iterations_recorded == 2 and summary.outcome is not None
@@ -174,7 +174,7 @@ def test_a_resume_under_another_module_space_is_refused_before_a_session_opens(t
     subject = load_subject(problem)
     config = {"backend": "cpu", **subject.search_config()}
     config["module_space"] = {**config["module_space"], "renderer_sha256": "0" * 64}   # rendered by other code
-    with SqliteStore(tmp_path / "atb.sqlite") as store:
+    with open_store(tmp_path / "atb.sqlite") as store:
         rec = CampaignRecorder.open(store, PROTO, task_id=subject.id, kind="kernel", tuner_spec="random", seed=1,
                                     budget=2, session_id=open_session(store), config=config)
         sessions = store.query("SELECT count(*) FROM sessions")[0][0]

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import EvalResult, evaluate_candidate
 
 FIX = Path(__file__).parent / "fixtures" / "structured"
@@ -29,15 +29,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("classskip") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("classskip") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="reference class skip") as ctx:
         yield store, ctx
     store.close()
 
 
-def _eval(candidate: str, session: tuple[SqliteStore, MeasurementContext]) -> EvalResult:
+def _eval(candidate: str, session: tuple[ResultStore, MeasurementContext]) -> EvalResult:
     store, ctx = session
     return evaluate_candidate(RNN, (FIX / candidate).read_text(), store=store, session=ctx)
 
@@ -48,7 +48,7 @@ def _skipped(r: EvalResult) -> dict[str, str]:
 
 
 def test_aa_is_accepted_with_the_class_the_reference_refuses_skipped_and_recorded(
-        session: tuple[SqliteStore, MeasurementContext]) -> None:
+        session: tuple[ResultStore, MeasurementContext]) -> None:
     r = _eval("rnn_same_code.py", session)
     assert r.verdict == "accepted", (r.reason, [(g.name, g.detail) for g in r.gates if not g.passed])
     skipped = _skipped(r)
@@ -76,7 +76,7 @@ def test_aa_is_accepted_with_the_class_the_reference_refuses_skipped_and_recorde
     assert "noncontiguous" not in stored["distributions"]
 
 
-def test_the_skip_depends_on_the_reference_alone(session: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_the_skip_depends_on_the_reference_alone(session: tuple[ResultStore, MeasurementContext]) -> None:
     r = _eval("rnn_contiguous_first.py", session)       # would take the class; it is skipped all the same
     assert r.verdict == "accepted", r.reason
     skipped = _skipped(r)
@@ -86,7 +86,7 @@ def test_the_skip_depends_on_the_reference_alone(session: tuple[SqliteStore, Mea
 
 
 def test_a_candidate_failure_on_a_class_the_reference_takes_is_the_candidates(
-        session: tuple[SqliteStore, MeasurementContext]) -> None:
+        session: tuple[ResultStore, MeasurementContext]) -> None:
     r = _eval("rnn_fails_on_negative.py", session)
     assert r.verdict == "rejected" and r.correct is False, r.reason
     assert r.evidence is not None and r.evidence.failure is not None

@@ -18,7 +18,7 @@ import torch
 
 from harness.measure.correctness import compare_tensors, reference_spread
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
 
@@ -57,9 +57,9 @@ def test_reference_spread_is_zero_for_equal_runs_and_none_where_infinities_diffe
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("spread") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("spread") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="reference spread") as ctx:
         yield store, ctx
     store.close()
@@ -87,7 +87,7 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.slow
-def test_an_error_beyond_the_references_spread_is_still_incorrect(session: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_an_error_beyond_the_references_spread_is_still_incorrect(session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     r = evaluate_candidate(NOISY, OFFSET, store=store, session=ctx)
     assert r.verdict == "rejected" and r.correct is False, r.reason
@@ -95,7 +95,7 @@ def test_an_error_beyond_the_references_spread_is_still_incorrect(session: tuple
 
 
 @pytest.mark.slow
-def test_a_deterministic_reference_excuses_nothing(session: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_a_deterministic_reference_excuses_nothing(session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     r = evaluate_candidate("relu", SLIGHTLY_WRONG_RELU, store=store, session=ctx)
     assert r.verdict == "rejected" and r.correct is False, r.reason

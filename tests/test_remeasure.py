@@ -10,7 +10,7 @@ import pytest
 
 from atb_agent.cli import main
 from harness.science.remeasure import _side
-from harness.store import SqliteStore
+from harness.store import open_store
 
 from test_retest import CANDIDATE, NO_PORT, build_run  # noqa: E402 - the same tuned run's builder
 
@@ -48,7 +48,7 @@ def test_remeasure_every_verdict_in_a_fresh_session(run: dict[str, Any], capsys:
     assert out["direction_kept"] == sum(1 for it in compared if it["direction_kept"])
     assert out["status_kept"] == sum(1 for it in out["items"] if it["new_status"] == it["original_status"])
     assert out["noise_floor"] > 0 and out["usability_bar"] > 0 and "median" in out["definition"]
-    with SqliteStore(run["db"]) as store:
+    with open_store(run["db"]) as store:
         assert out["report_id"] in [r["id"] for r in store.reports("remeasure", run["run"])]
         for it in compared:  # every re-measurement is a stored verdict of the fresh session
             assert store.verdict(it["new_verdict_id"]).session_id == out["session_id"]

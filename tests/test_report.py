@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from atb_agent.cli import main
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tuning.reports import ReportError, build_report
 from test_campaign_support import PROTO, build_campaign, make_verdict, open_session
 
@@ -24,7 +24,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 @pytest.fixture
 def runs(tmp_path: Path) -> tuple[Path, str, str]:
     db = tmp_path / "atb.sqlite"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         sid = open_session(store)
         a = build_campaign(store, sid, [None, 1.05, None, 1.2, None], tag="a")
         b = build_campaign(store, sid, [1.1, 1.3, None, 1.5, 1.45], tuner="openai:scripted", tag="b",
@@ -55,7 +55,7 @@ def test_report_writes_html_and_pngs_with_everything_a_reader_needs(runs: tuple[
 
 
 def test_report_labels_gate_failures_and_wide_intervals(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     sid = open_session(store)
     from harness.tuning.campaigns import CampaignRecorder
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=3, budget=3,
@@ -70,7 +70,7 @@ def test_report_labels_gate_failures_and_wide_intervals(tmp_path: Path) -> None:
 
 
 def test_incomparable_runs_are_reported_as_such(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     a = build_campaign(store, open_session(store, "one"), [1.1], tag="a")
     b = build_campaign(store, open_session(store, "two"), [1.2], tag="b")
     page = Path(build_report(store, [a, b], tmp_path / "r", PROTO).html).read_text()
@@ -78,7 +78,7 @@ def test_incomparable_runs_are_reported_as_such(tmp_path: Path) -> None:
 
 
 def test_unknown_run_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     with pytest.raises(ReportError, match="neither a run nor a registration"):
         build_report(store, ["run-nope"], tmp_path / "r", PROTO)
     assert main(["report", "run-nope", "--out", str(tmp_path / "r"), "--db", str(tmp_path / "atb.sqlite"),
@@ -92,7 +92,7 @@ HOSTILE = "<script>alert('x&y\"')</script>"
 def test_hostile_strings_from_the_store_are_escaped(tmp_path: Path) -> None:
     """Task ids, tuner specs and reasons come from whoever wrote the store: the page escapes them all
     (jinja2 autoescape), so none of them can become markup or script."""
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     sid = open_session(store)
     from harness.tuning.campaigns import CampaignRecorder
     rec = CampaignRecorder.open(store, PROTO, task_id=HOSTILE, kind="kernel", tuner_spec=HOSTILE, seed=3, budget=2,

@@ -11,7 +11,7 @@ import pytest
 from atb_agent.cli import main
 from harness.measure.session import open_measurement_session
 from harness.science.retest import held_out_label, measure_mlx
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tasks import load_task_file
 from harness.tuning.campaigns import CampaignRecorder
 from harness.verdict.evaluate import evaluate_candidate
@@ -83,7 +83,7 @@ def build_run(d: Path, sources: list[str], attempts: int = 10) -> dict[str, Any]
     task.write_text(TASK)
     db = d / "atb.sqlite"
     p = load_protocol()
-    store = SqliteStore(db)
+    store = open_store(db)
     results = []
     with open_measurement_session(store, "cpu", p) as ctx:
         rec = CampaignRecorder.open(store, p, task_id=load_task_file(task).id, kind="kernel",
@@ -136,7 +136,7 @@ def test_retest_on_mlx_is_a_held_out_leg(run: dict[str, Any], capsys: pytest.Cap
     phases = {c["phase"] for c in leg["checks"]}
     assert {"reference_port", "correctness", "timed"} <= phases and all(c["passed"] for c in leg["checks"])
     assert out["direction_kept"] == ((out["held_out_ratio"] > 1) == (out["home_ratio"] > 1))
-    with SqliteStore(run["db"]) as store:
+    with open_store(run["db"]) as store:
         reports = store.reports("retest", run["run"])
         assert out["report_id"] in [r["id"] for r in reports]
         assert "held-out" in held_out_label(store, run["run"])
@@ -151,7 +151,7 @@ def test_retest_on_the_tuning_cpu_is_not_held_out(run: dict[str, Any], capsys: p
     assert leg["session_id"] != run["session"]
     assert leg["verdict_id"] not in [r.verdict_id for r in run["results"]]
     assert leg["device_sha256"] == out["home_device_sha256"]
-    with SqliteStore(run["db"]) as store:
+    with open_store(run["db"]) as store:
         fresh = store.verdict(leg["verdict_id"])  # a new verdict, against a baseline measured again
         assert fresh.session_id == leg["session_id"] and fresh.ratio == out["held_out_ratio"]
 
@@ -177,7 +177,7 @@ def test_retest_refuses_another_task_file_and_an_uncertified_run(run: dict[str, 
     code, out = _cli(capsys, "retest", run["run"], "--backend", "mlx", "--task", str(other), "--db", run["db"], "--json")
     assert code == 2 and "tuned on" in out["error"]
     p = load_protocol()
-    with SqliteStore(run["db"]) as store:
+    with open_store(run["db"]) as store:
         empty = CampaignRecorder.open(store, p, task_id="relu", kind="kernel", tuner_spec="scripted-test", seed=1,
                                       budget=1, session_id=run["session"])
     code, out = _cli(capsys, "retest", empty.campaign_id, "--backend", "cpu", "--db", run["db"], "--json")

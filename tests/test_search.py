@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import sha256_text
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tasks import load_task
 from harness.tuning.campaigns import CampaignError, CampaignRecorder, IterationConflict, get_iterations
 from harness.tuning.search import (
@@ -92,7 +92,7 @@ def test_an_engine_flag_space_plugs_in() -> None:
 
 
 def test_resume_skips_recorded_iterations_and_refuses_a_changed_space(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     sid = open_session(store)
     space = KnobSpace.coerce({"impl": ["a", "b", "c", "d"]})
     evaluated: list[str] = []
@@ -127,7 +127,7 @@ def test_atb_run_random_on_a_native_task_records_the_seeds_sequence(tmp_path: Pa
     task = load_task("relu")
     expected = [sha256_text(task.render_candidate(k)) for k in RandomSearch(KnobSpace.coerce(task.knob_space), 1).sequence(2)]
     assert out["candidate_sequence"] == expected and out["iterations_recorded"] == 2 and out["outcome"] == "completed"
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         its = get_iterations(store, out["run_id"])
         assert all(it.verdict_id and store.verdict(it.verdict_id).candidate_sha256 == sha for it, sha in zip(its, expected))
         assert all(it.usable or it.unusable_reason for it in its)
@@ -141,7 +141,7 @@ def test_a_resumed_search_measures_in_a_new_session_and_adopts_a_verdict_stored_
     """Issue 14: resuming random search in a new session used to fail every time ("measured in session
     X (campaign's: Y)"), leaving an orphan verdict. Now the new session is attached; and a verdict the
     killed run stored for its next candidate (killed before the iteration row) is recorded, not redone."""
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     first_session = open_session(store)
     space = KnobSpace.coerce({"impl": ["a", "b", "c", "d"]})
     evaluated: list[str] = []
@@ -185,7 +185,7 @@ def test_a_resumed_search_measures_in_a_new_session_and_adopts_a_verdict_stored_
 def test_a_resume_on_another_device_is_refused_before_a_session_is_opened(tmp_path: Path) -> None:
     from harness.tuning.search import random_search_task
 
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     sid = open_session(store, device="not-this-machine")
     rec = CampaignRecorder.open(store, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=1, budget=2,
                                 session_id=sid, config={"backend": "cpu"})

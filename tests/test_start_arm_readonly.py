@@ -19,7 +19,7 @@ import pytest
 
 from harness.measure.runner import Worker
 from harness.measure.session import MeasurementContext, open_measurement_session, worker_config
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import load_task
 from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
@@ -88,20 +88,20 @@ def test_a_child_imports_a_read_only_copy_it_cannot_edit(tmp_path: Path) -> None
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path_factory.mktemp("ro") / "atb.sqlite")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResultStore]:
+    s = open_store(tmp_path_factory.mktemp("ro") / "atb.sqlite")
     yield s
     s.close()
 
 
 @pytest.fixture(scope="module")
-def ctx(store: SqliteStore) -> Iterator[MeasurementContext]:
+def ctx(store: ResultStore) -> Iterator[MeasurementContext]:
     with open_measurement_session(store, "cpu", P, note="tests") as c:
         yield c
 
 
 @needs_bwrap
-def test_a_candidate_cannot_slow_the_start_arm(store: SqliteStore, ctx: MeasurementContext) -> None:
+def test_a_candidate_cannot_slow_the_start_arm(store: ResultStore, ctx: MeasurementContext) -> None:
     """End to end: the attack is the start's own code, so its speedup over the start stays near 1.0
     (the old layout read ~40x: the start arm imported the rewritten file)."""
     res = evaluate_candidate("relu", ATTACK, store=store, session=ctx, protocol=P, prespawn_next=False)

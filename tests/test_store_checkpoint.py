@@ -145,20 +145,21 @@ def _fill(store: Any) -> str:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def attacked(request: pytest.FixtureRequest, tmp_path: Path, key_dir: Path) -> Iterator[Attacked]:
     if request.param == "sqlite":
-        from harness.store import SqliteStore, connect
+        from harness.store import connect, open_store
 
         path = tmp_path / "atb.sqlite"
-        store: Any = SqliteStore(path)
+        store: Any = open_store(path)
         raw: Any = connect(path)
         a = Attacked("sqlite", store, raw, str(path))
         closers = [raw.close, store.close]
     else:
         import psycopg
 
-        from harness.store._postgres import PgExecutor, PostgresStore
+        from harness.store import open_store
+        from harness.store._postgres import PgExecutor
 
         url = request.getfixturevalue("pg_db")
-        store = PostgresStore(url)
+        store = open_store(url)
         conn = psycopg.connect(url, autocommit=True)
         a = Attacked("postgresql", store, PgExecutor(conn), url)
         closers = [conn.close, store.close]

@@ -68,9 +68,9 @@ class Backend:
 
 
 def _sqlite_backend(tmp_path: Path) -> Backend:
-    from harness.store import SqliteStore, connect
+    from harness.store import connect, open_store
 
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     raw = connect(store.path)
     return Backend("sqlite", store, raw, sqlite3.DatabaseError, lambda t, r: insert_chained(raw, t, r),
                    ["INSERT OR REPLACE INTO {table} ({cols}) VALUES ({marks})",
@@ -83,9 +83,10 @@ def _sqlite_backend(tmp_path: Path) -> Backend:
 def _pg_backend(url: str) -> Backend:
     import psycopg
 
-    from harness.store._postgres import PgExecutor, PostgresStore, insert_chained_pg
+    from harness.store import open_store
+    from harness.store._postgres import PgExecutor, insert_chained_pg
 
-    store = PostgresStore(url)
+    store = open_store(url)
     conn = psycopg.connect(url, autocommit=True)
     raw = PgExecutor(conn)
     return Backend("postgresql", store, raw, psycopg.Error, lambda t, r: insert_chained_pg(raw, t, r),
@@ -590,11 +591,10 @@ def test_every_row_carries_a_link_of_one_store_wide_chain(store_backend: Backend
 def test_the_same_rows_hash_alike_in_both_stores(tmp_path: Path, pg_db: str) -> None:
     """Both stores hash a row as SQLite stores it: the same content gives the same row hash, so a store's
     history can be moved between them and still verify."""
-    from harness.store import SqliteStore
-    from harness.store._postgres import PostgresStore
+    from harness.store import open_store
 
     heads = []
-    for store in (SqliteStore(tmp_path / "a.sqlite"), PostgresStore(pg_db)):
+    for store in (open_store(tmp_path / "a.sqlite"), open_store(pg_db)):
         try:
             rows = []
             for t in CHAINED_TABLES:

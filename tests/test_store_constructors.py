@@ -5,10 +5,13 @@ PostgreSQL store a sweep writes to, and it reaches past the ``ResultStore`` prot
 class happens to offer. Code outside the store opens one with ``harness.store.open_store(url)`` (or
 ``harness.store.open_read_only(url)`` where it must not write) and types against ``ResultStore``.
 
-The scan reads the project's packages and ``benchmarks/`` (an AST scan, nothing is imported) for calls
-of ``SqliteStore`` / ``PostgresStore``, by bare name or as an attribute (``store_mod.SqliteStore(...)``).
-Tests are left out: the store's own tests construct each implementation on purpose. Subclassing or
-naming the class in an annotation or ``isinstance`` is not a construction and is not reported.
+The scan reads the project's packages, ``benchmarks/`` and ``tests/`` (an AST scan, nothing is imported)
+for calls of ``SqliteStore`` / ``PostgresStore``, by bare name or as an attribute
+(``store_mod.SqliteStore(...)``); only ``harness/store/`` may construct a concrete store. Tests open
+theirs with ``open_store`` too, so the suite runs the stores the way every caller does (the conformance
+suite reaches each implementation through its URL: a path or ``postgresql://...``). Subclassing or
+naming the class in an annotation or ``isinstance`` (``open_store``'s own test checks which class a URL
+gives) is not a construction and is not reported.
 """
 
 from __future__ import annotations
@@ -19,9 +22,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("atb_agent", "tools", "sandbox", "harness", "protocol", "transcripts", "benchmarks")
+SCANNED = ("atb_agent", "tools", "sandbox", "harness", "protocol", "transcripts", "benchmarks", "tests")
 STORE = ROOT / "harness" / "store"
 CONSTRUCTORS = frozenset({"SqliteStore", "PostgresStore"})
+
+# Test files whose move to open_store is done in the working tree but not yet committed, because each also
+# holds another helper's uncommitted edits (issue 29 item 1, the engine stack moving out of harness/engines/)
+# that must not be committed with it. Skipped until those edits land; then delete this set (each file in the
+# working tree already opens its stores with open_store, which the scan confirms once the set is empty).
+PENDING_COMMIT: frozenset[str] = frozenset({
+    "tests/test_agent_engine.py", "tests/test_compile_candidates.py", "tests/test_device_evidence.py",
+    "tests/test_engine_llamacpp.py", "tests/test_engine_verdict.py", "tests/test_evaluate_native.py",
+    "tests/test_protocol_draft.py", "tests/test_verify_verdict.py",
+})
+
 
 def constructions(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
     """(line, class name) of every call of a store class in ``source``."""
@@ -45,10 +59,19 @@ def test_no_store_constructed_outside_the_store() -> None:
     offenders = []
     for path in _modules():
         rel = path.relative_to(ROOT).as_posix()
+        if rel in PENDING_COMMIT:
+            continue
         offenders += [f"{rel}:{line}: {name}(...)"
                       for line, name in constructions(path.read_text(encoding="utf-8"), rel)]
     assert not offenders, ("a results store constructed outside harness/store/ (use harness.store.open_store(url), "
                            "or open_read_only(url) where nothing may be written):\n" + "\n".join(offenders))
+
+
+def test_the_scan_reads_the_tests_and_the_benchmarks() -> None:
+    scanned = {p.relative_to(ROOT).as_posix() for p in _modules()}
+    assert {"tests/test_store_conformance.py", "tests/redteam/test_redteam_corpus.py",
+            "benchmarks/kernelbench_random.py", "atb_agent/mcp/_campaign.py"} <= scanned
+    assert not any(rel.startswith("harness/store/") for rel in scanned)
 
 
 @pytest.mark.parametrize("source", [

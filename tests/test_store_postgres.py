@@ -30,13 +30,12 @@ def _fp() -> DeviceFingerprint:
 
 def _writer(url: str, worker: int, shared_campaign: str, barrier: Any) -> dict[str, int]:
     """One worker process: its own campaign, plus a campaign every worker races to fill."""
-    from harness.store._postgres import PostgresStore
     from harness.tuning.campaigns import CampaignRecorder, IterationConflict
     from protocol import load_protocol
 
     proto = load_protocol()
     barrier.wait()                                   # every worker opens the store at the same moment
-    store = PostgresStore(url)
+    store = open_store(url)
     stored = raced = 0
     try:
         sid = store.open_session(_fp(), proto.ref(), note=f"worker {worker}")   # one device row for all
@@ -65,14 +64,13 @@ def _writer(url: str, worker: int, shared_campaign: str, barrier: Any) -> dict[s
 
 def test_concurrent_writers_lose_and_duplicate_nothing(pg_db: str) -> None:
     from harness.store._chain import CHAINED_TABLES
-    from harness.store._postgres import PostgresStore
 
     ctx = mp.get_context("spawn")
     barrier = ctx.Manager().Barrier(WORKERS)
     with ctx.Pool(WORKERS) as pool:
         results = pool.starmap(_writer, [(pg_db, w, "run-shared", barrier) for w in range(WORKERS)])
     assert sum(r["stored"] for r in results) == WORKERS * ITERATIONS
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     try:
         for w in range(WORKERS):
             idx = [r[0] for r in store.query("SELECT idx FROM iterations WHERE campaign_id = ? ORDER BY idx",
@@ -92,10 +90,9 @@ def test_concurrent_writers_lose_and_duplicate_nothing(pg_db: str) -> None:
 
 
 def _opener(url: str, barrier: Any) -> int:
-    from harness.store._postgres import PostgresStore
 
     barrier.wait()
-    s = PostgresStore(url)
+    s = open_store(url)
     n = int(s.query("SELECT count(*) FROM protocols")[0][0])
     s.close()
     return n
@@ -115,9 +112,8 @@ def _raw(url: str) -> Any:
 
 
 def test_disabled_triggers_are_refused_at_open_and_an_edited_row_is_found_by_verify(pg_db: str) -> None:
-    from harness.store._postgres import PostgresStore
 
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     sid = store.open_session(_fp(), REF)
     store.add_report("note", "x", {"v": 1}, REF)
     store.close()
@@ -125,10 +121,10 @@ def test_disabled_triggers_are_refused_at_open_and_an_edited_row_is_found_by_ver
         conn.execute("ALTER TABLE sessions DISABLE TRIGGER USER")
         conn.execute("UPDATE sessions SET note = 'forged' WHERE id = %s", (sid,))
     with pytest.raises(StoreTampered, match="disabled"):
-        PostgresStore(pg_db)
+        open_store(pg_db)
     with _raw(pg_db) as conn:
         conn.execute("ALTER TABLE sessions ENABLE TRIGGER USER")
-    store = PostgresStore(pg_db)                   # the head row is intact, so the open passes...
+    store = open_store(pg_db)                   # the head row is intact, so the open passes...
     try:
         v = store.verify()                          # ...and verify names the edited row
         assert not v.ok and any(p.kind == "row_hash" and p.table == "sessions" for p in v.problems), v.problems
@@ -137,30 +133,27 @@ def test_disabled_triggers_are_refused_at_open_and_an_edited_row_is_found_by_ver
 
 
 def test_an_altered_rule_function_is_tampering(pg_db: str) -> None:
-    from harness.store._postgres import PostgresStore
 
-    PostgresStore(pg_db).close()
+    open_store(pg_db).close()
     with _raw(pg_db) as conn:
         conn.execute("CREATE OR REPLACE FUNCTION atb_rules_iterations() RETURNS trigger LANGUAGE plpgsql AS "
                      "$$ BEGIN RETURN NEW; END $$")
     with pytest.raises(StoreTampered, match="atb_rules_iterations"):
-        PostgresStore(pg_db)
+        open_store(pg_db)
 
 
 def test_a_dropped_rule_trigger_is_tampering(pg_db: str) -> None:
-    from harness.store._postgres import PostgresStore
 
-    PostgresStore(pg_db).close()
+    open_store(pg_db).close()
     with _raw(pg_db) as conn:
         conn.execute("DROP TRIGGER atb4_rules ON verdicts")
     with pytest.raises(StoreTampered, match="atb4_rules"):
-        PostgresStore(pg_db)
+        open_store(pg_db)
 
 
 def test_a_deleted_row_breaks_the_chain(pg_db: str) -> None:
-    from harness.store._postgres import PostgresStore
 
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     for i in range(4):
         store.add_report("note", str(i), {"i": i}, REF)
     store.close()
@@ -168,7 +161,7 @@ def test_a_deleted_row_breaks_the_chain(pg_db: str) -> None:
         conn.execute("ALTER TABLE reports DISABLE TRIGGER USER")
         conn.execute("DELETE FROM reports WHERE subject = '1'")      # not next to the head: open's cheap check passes
         conn.execute("ALTER TABLE reports ENABLE TRIGGER USER")
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     try:
         v = store.verify()
         assert not v.ok and any(p.kind == "chain" for p in v.problems), v.problems
@@ -203,9 +196,8 @@ def test_a_password_never_reaches_messages(pg_db: str) -> None:
 
 def test_rows_read_back_like_sqlite_rows(pg_db: str) -> None:
     """Callers index rows by position and by name, and get ints (not Decimals) from integer aggregates."""
-    from harness.store._postgres import PostgresStore
 
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     try:
         store.add_report("note", "s", {"a": 1}, REF)
         r = store.query("SELECT kind, subject, sum(chain_seq) AS total FROM reports GROUP BY kind, subject")[0]
@@ -232,12 +224,11 @@ def test_every_sqlite_rule_has_its_postgres_twin() -> None:
 
 def test_tables_and_columns_match_the_sqlite_schema(pg_db: str) -> None:
     from harness.store._chain import CHAINED_TABLES
-    from harness.store._postgres import PostgresStore
     from harness.store._sqlite_schema import unique_keys
     from harness.store._verify import reference_database
 
     mem = reference_database()
-    store = PostgresStore(pg_db)
+    store = open_store(pg_db)
     try:
         for t in CHAINED_TABLES:
             want = [str(r[1]) for r in mem.execute(f"PRAGMA table_info({t})")]

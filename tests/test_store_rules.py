@@ -24,7 +24,7 @@ from harness.records import (
     sha256_text,
     utc_now,
 )
-from harness.store import IngestRejected, SqliteStore, connect
+from harness.store import IngestRejected, ResultStore, connect, open_store
 from harness.store._chain import insert_chained
 from harness.verdict.gates import gate_names
 from protocol import load_protocol
@@ -44,21 +44,21 @@ def _fp(name: str = "cpu-a") -> DeviceFingerprint:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path / "atb.sqlite")
+def store(tmp_path: Path) -> Iterator[ResultStore]:
+    s = open_store(tmp_path / "atb.sqlite")
     yield s
     s.close()
 
 
 @pytest.fixture
-def raw(store: SqliteStore) -> Iterator[sqlite3.Connection]:
+def raw(store: ResultStore) -> Iterator[sqlite3.Connection]:
     """A second, plain connection: what a script bypassing the Python API would use."""
     conn = connect(store.path)
     yield conn
     conn.close()
 
 
-def _set(store: SqliteStore, session: str, arm: str, seeds: list[int], *, kind: str = "kernel",
+def _set(store: ResultStore, session: str, arm: str, seeds: list[int], *, kind: str = "kernel",
          task: str = "relu", device: str | None = None) -> str:
     dev = device or store.session(session)["device_sha256"]
     ms = MeasurementSet(session_id=session, device_sha256=dev, protocol=REF, task_id=task,
@@ -90,7 +90,7 @@ def _count(conn: sqlite3.Connection, table: str) -> int:
 
 
 @pytest.fixture
-def session(store: SqliteStore) -> str:
+def session(store: ResultStore) -> str:
     return store.open_session(_fp(), REF)
 
 
@@ -101,21 +101,21 @@ def _refused(conn: sqlite3.Connection, rule: str, fn: Any) -> None:
     assert {t: _count(conn, t) for t in before} == before, "a refused insert changed stored rows"
 
 
-def test_valid_verdict_enters_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_valid_verdict_enters_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _raw_verdict(raw, session, dev, c, b, id="v-ok")
     assert store.verdict("v-ok").seeds == SEEDS
 
 
-def test_verdict_without_paired_seeds_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_verdict_without_paired_seeds_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c = _set(store, session, "candidate", SEEDS)
     b = _set(store, session, "baseline", SEEDS[:-1] + [999])
     _refused(raw, "unpaired_seeds", lambda: _raw_verdict(raw, session, dev, c, b))
 
 
-def test_engine_result_without_paired_seeds_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_engine_result_without_paired_seeds_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c = _set(store, session, "candidate", SEEDS, kind="engine")
     b = _set(store, session, "baseline", SEEDS[1:], kind="engine")
@@ -123,14 +123,14 @@ def test_engine_result_without_paired_seeds_cannot_enter_db(store: SqliteStore, 
                                                         baseline_label="engine-default"))
 
 
-def test_verdict_with_fewer_paired_seeds_than_protocol_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_verdict_with_fewer_paired_seeds_than_protocol_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     few = SEEDS[: PROTO.seeds.paired_seeds - 1]
     c, b = _set(store, session, "candidate", few), _set(store, session, "baseline", few)
     _refused(raw, "too_few_paired_seeds", lambda: _raw_verdict(raw, session, dev, c, b))
 
 
-def test_ratio_across_device_fingerprints_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_ratio_across_device_fingerprints_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     other = store.open_session(_fp("cpu-b"), REF)
     dev = store.session(session)["device_sha256"]
     c = _set(store, session, "candidate", SEEDS)
@@ -138,7 +138,7 @@ def test_ratio_across_device_fingerprints_cannot_enter_db(store: SqliteStore, ra
     _refused(raw, "cross_device_ratio", lambda: _raw_verdict(raw, session, dev, c, b))
 
 
-def test_ratio_across_measurement_sessions_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_ratio_across_measurement_sessions_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     second = store.open_session(_fp(), REF)  # same device, another session
     dev = store.session(session)["device_sha256"]
     c = _set(store, session, "candidate", SEEDS)
@@ -146,7 +146,7 @@ def test_ratio_across_measurement_sessions_cannot_enter_db(store: SqliteStore, r
     _refused(raw, "cross_session_ratio", lambda: _raw_verdict(raw, session, dev, c, b))
 
 
-def test_row_without_protocol_digest_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_row_without_protocol_digest_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _refused(raw, "missing_protocol_digest",
@@ -156,14 +156,14 @@ def test_row_without_protocol_digest_cannot_enter_db(store: SqliteStore, raw: sq
         "VALUES ('m-x', ?, ?, 'relu', ?, 'candidate', 'kernel', 'ns', ?)", (session, dev, CAND, utc_now())))
 
 
-def test_row_with_unknown_protocol_digest_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_row_with_unknown_protocol_digest_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _refused(raw, "unknown_protocol_digest",
              lambda: _raw_verdict(raw, session, dev, c, b, protocol_sha256="0" * 64))
 
 
-def test_verdict_without_gate_results_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_verdict_without_gate_results_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     for empty in (None, "[]", '{"identity": true}'):
@@ -171,7 +171,7 @@ def test_verdict_without_gate_results_cannot_enter_db(store: SqliteStore, raw: s
                  lambda empty=empty: _raw_verdict(raw, session, dev, c, b, gates_json=empty))
 
 
-def test_accepted_verdict_with_a_failed_gate_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_accepted_verdict_with_a_failed_gate_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     gates = json.dumps([g if g["name"] != "input_mutation" else {"name": "input_mutation", "passed": False,
@@ -182,19 +182,19 @@ def test_accepted_verdict_with_a_failed_gate_cannot_enter_db(store: SqliteStore,
     assert store.verdict("v-rej").status == "rejected"
 
 
-def test_ratio_without_measurements_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_ratio_without_measurements_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     _refused(raw, "ratio_without_measurements", lambda: _raw_verdict(raw, session, dev, None, None))
 
 
-def test_quarantine_without_reason_cannot_enter_db(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_quarantine_without_reason_cannot_enter_db(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _refused(raw, "quarantine_without_reason",
              lambda: _raw_verdict(raw, session, dev, c, b, status="quarantined", ratio=40.0, ci_low=39.0, ci_high=41.0))
 
 
-def test_stored_rows_cannot_be_changed_or_deleted(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_stored_rows_cannot_be_changed_or_deleted(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _raw_verdict(raw, session, dev, c, b, id="v-keep")
@@ -207,7 +207,7 @@ def test_stored_rows_cannot_be_changed_or_deleted(store: SqliteStore, raw: sqlit
     assert store.verdict("v-keep").ratio == 1.5
 
 
-def test_seeds_cannot_be_added_to_a_set_a_verdict_uses(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_seeds_cannot_be_added_to_a_set_a_verdict_uses(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _raw_verdict(raw, session, dev, c, b)
@@ -216,7 +216,7 @@ def test_seeds_cannot_be_added_to_a_set_a_verdict_uses(store: SqliteStore, raw: 
                     "VALUES (?, 7, '[1.0]', ?, ?)", (c, REF.version, REF.sha256))
 
 
-def test_api_refusal_is_typed_and_names_the_rule(store: SqliteStore, session: str) -> None:
+def test_api_refusal_is_typed_and_names_the_rule(store: ResultStore, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     good_c = _set(store, session, "candidate", SEEDS)
     good_b = _set(store, session, "baseline", SEEDS)
@@ -242,7 +242,7 @@ def test_api_refusal_is_typed_and_names_the_rule(store: SqliteStore, session: st
     assert store.verdict(v.id).ratio == 1.5
 
 
-def test_usable_iteration_needs_an_accepted_verdict(store: SqliteStore, raw: sqlite3.Connection, session: str) -> None:
+def test_usable_iteration_needs_an_accepted_verdict(store: ResultStore, raw: sqlite3.Connection, session: str) -> None:
     dev = store.session(session)["device_sha256"]
     c, b = _set(store, session, "candidate", SEEDS), _set(store, session, "baseline", SEEDS)
     _raw_verdict(raw, session, dev, c, b, id="v-r", status="rejected", correct=0)

@@ -25,10 +25,11 @@ from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdi
 from harness.store import (
     SCHEMA_VERSION,
     IngestRejected,
-    SqliteStore,
+    ResultStore,
     StoreSchemaVersionError,
     StoreTampered,
     connect,
+    open_store,
     verify_path,
 )
 from harness.store._chain import CHAINED_TABLES, head, insert_chained, row_hash
@@ -46,20 +47,20 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(db)
+def store(db: Path) -> Iterator[ResultStore]:
+    s = open_store(db)
     yield s
     s.close()
 
 
 @pytest.fixture
-def raw(store: SqliteStore) -> Iterator[sqlite3.Connection]:
+def raw(store: ResultStore) -> Iterator[sqlite3.Connection]:
     conn = connect(store.path)
     yield conn
     conn.close()
 
 
-def _two_runs(store: SqliteStore) -> tuple[str, str, str]:
+def _two_runs(store: ResultStore) -> tuple[str, str, str]:
     sid = open_session(store)
     a = build_campaign(store, sid, [1.1, None], tag="a")
     b = build_campaign(store, sid, [1.2, 1.3], tag="b")
@@ -71,7 +72,7 @@ def _refused(rule: str, fn: Any) -> None:
         fn()
 
 
-def _verdict_row(store: SqliteStore, vid: str) -> dict[str, Any]:
+def _verdict_row(store: ResultStore, vid: str) -> dict[str, Any]:
     r = store.query("SELECT * FROM verdicts WHERE id = ?", (vid,))[0]
     return {k: r[k] for k in r.keys()}
 
@@ -82,7 +83,7 @@ def _cols(row: dict[str, Any]) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- INSERT OR REPLACE past append-only
 @pytest.mark.parametrize("verb", ["INSERT OR REPLACE INTO", "REPLACE INTO"])
-def test_attack_replace_turns_a_rejected_verdict_accepted_is_refused(store: SqliteStore, raw: sqlite3.Connection,
+def test_attack_replace_turns_a_rejected_verdict_accepted_is_refused(store: ResultStore, raw: sqlite3.Connection,
                                                                      verb: str) -> None:
     """Issue 14: REPLACE deleted the old row without firing delete triggers; rejected became accepted."""
     sid = open_session(store)
@@ -95,7 +96,7 @@ def test_attack_replace_turns_a_rejected_verdict_accepted_is_refused(store: Sqli
     assert store.verify().ok
 
 
-def test_attack_upsert_rewrites_a_ratio_is_refused(store: SqliteStore, raw: sqlite3.Connection) -> None:
+def test_attack_upsert_rewrites_a_ratio_is_refused(store: ResultStore, raw: sqlite3.Connection) -> None:
     sid = open_session(store)
     vid = make_verdict(store, sid, "x", 1.2)
     row = _verdict_row(store, vid)
@@ -106,7 +107,7 @@ def test_attack_upsert_rewrites_a_ratio_is_refused(store: SqliteStore, raw: sqli
     assert store.verdict(vid).ratio == 1.2
 
 
-def test_attack_replace_makes_an_iteration_usable_is_refused(store: SqliteStore, raw: sqlite3.Connection) -> None:
+def test_attack_replace_makes_an_iteration_usable_is_refused(store: ResultStore, raw: sqlite3.Connection) -> None:
     """Issue 14: an iteration became usable by REPLACE; `atb compare` then showed it."""
     sid, a, _ = _two_runs(store)
     r = store.query("SELECT * FROM iterations WHERE campaign_id = ? AND idx = 1", (a,))[0]
@@ -120,7 +121,7 @@ def test_attack_replace_makes_an_iteration_usable_is_refused(store: SqliteStore,
     assert not store.query("SELECT usable FROM iterations WHERE campaign_id = ? AND idx = 1", (a,))[0][0]
 
 
-def test_replace_is_refused_on_every_key_of_every_table(store: SqliteStore, raw: sqlite3.Connection) -> None:
+def test_replace_is_refused_on_every_key_of_every_table(store: ResultStore, raw: sqlite3.Connection) -> None:
     """Every table, every PRIMARY KEY / UNIQUE key and the rowid: REPLACE of a stored row is refused."""
     sid, a, _ = _two_runs(store)
     store.add_report("anchor", "x", {"k": 1}, REF)
@@ -143,7 +144,7 @@ def test_replace_is_refused_on_every_key_of_every_table(store: SqliteStore, raw:
 
 
 # ---------------------------------------------------------------- the candidate that rewrote its verdict
-def test_attack_leftover_process_rewrites_a_stored_verdict_is_detected(store: SqliteStore, db: Path,
+def test_attack_leftover_process_rewrites_a_stored_verdict_is_detected(store: ResultStore, db: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 14: after `atb eval` returned, a detached process replaced 0.936x by 3.000x in the store.
 
@@ -171,7 +172,7 @@ def test_attack_leftover_process_rewrites_a_stored_verdict_is_detected(store: Sq
 
 
 # ---------------------------------------------------------------- tampering leaves a trace
-def test_attack_drop_trigger_then_update_is_not_silently_repaired(store: SqliteStore, db: Path,
+def test_attack_drop_trigger_then_update_is_not_silently_repaired(store: ResultStore, db: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 14: DROP TRIGGER, UPDATE; the next `atb` start recreated the triggers and used the forged value.
 
@@ -183,7 +184,7 @@ def test_attack_drop_trigger_then_update_is_not_silently_repaired(store: SqliteS
     conn.execute("UPDATE verdicts SET ratio = 5.0")
     conn.close()
     with pytest.raises(StoreTampered, match="trigger verdicts_no_update is missing"):
-        SqliteStore(db)
+        open_store(db)
     conn = connect(db)
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'verdicts_no_update'").fetchall()
     conn.close()
@@ -195,7 +196,7 @@ def test_attack_drop_trigger_then_update_is_not_silently_repaired(store: SqliteS
         assert "verdicts_no_update" in json.loads(capsys.readouterr().out)["error"]
 
 
-def test_an_edited_newest_row_is_refused_at_the_next_open(store: SqliteStore, db: Path) -> None:
+def test_an_edited_newest_row_is_refused_at_the_next_open(store: ResultStore, db: Path) -> None:
     """The writer checks the chain's head on every open: it does not append onto a forged row."""
     rid = store.add_report("anchor", "subject", {"speedup": 1.0}, REF)
     store.close()
@@ -205,20 +206,20 @@ def test_an_edited_newest_row_is_refused_at_the_next_open(store: SqliteStore, db
     conn.execute(SqliteStore_trigger("reports_no_update"))
     conn.close()
     with pytest.raises(StoreTampered, match="reports .*row_hash does not match"):
-        SqliteStore(db)
+        open_store(db)
 
 
-def test_an_altered_trigger_is_tampering(store: SqliteStore, db: Path) -> None:
+def test_an_altered_trigger_is_tampering(store: ResultStore, db: Path) -> None:
     store.close()
     conn = connect(db)
     conn.execute("DROP TRIGGER verdict_rules")
     conn.execute("CREATE TRIGGER verdict_rules BEFORE INSERT ON verdicts BEGIN SELECT 1; END")
     conn.close()
     with pytest.raises(StoreTampered, match="trigger verdict_rules differs"):
-        SqliteStore(db)
+        open_store(db)
 
 
-def test_a_row_slipped_in_without_the_rules_is_detected_even_with_a_recomputed_chain(store: SqliteStore,
+def test_a_row_slipped_in_without_the_rules_is_detected_even_with_a_recomputed_chain(store: ResultStore,
                                                                                     db: Path) -> None:
     """The strongest raw writer: drops the rules, inserts a forged verdict with a correct hash chain, and
     restores the rules. Verification replays every row through the rules and names it."""
@@ -245,7 +246,7 @@ def store_device(conn: sqlite3.Connection, sid: str) -> str:
     return str(conn.execute("SELECT device_sha256 FROM sessions WHERE id = ?", (sid,)).fetchone()[0])
 
 
-def test_a_deleted_row_breaks_the_chain(store: SqliteStore, db: Path) -> None:
+def test_a_deleted_row_breaks_the_chain(store: ResultStore, db: Path) -> None:
     _two_runs(store)
     seq = store.query("SELECT chain_seq FROM candidates ORDER BY chain_seq LIMIT 1")
     gone = int(seq[0][0])
@@ -268,7 +269,7 @@ def SqliteStore_trigger(name: str) -> str:  # noqa: N802 - the shipped definitio
     return sql
 
 
-def test_attack_future_schema_version_is_refused_never_rewritten(store: SqliteStore, db: Path) -> None:
+def test_attack_future_schema_version_is_refused_never_rewritten(store: ResultStore, db: Path) -> None:
     """Issue 14: a DB with a future user_version was rewritten to 1."""
     store.close()
     conn = connect(db)
@@ -276,7 +277,7 @@ def test_attack_future_schema_version_is_refused_never_rewritten(store: SqliteSt
     conn.close()
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     with pytest.raises(StoreSchemaVersionError, match="newer"):
-        SqliteStore(db)
+        open_store(db)
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     conn = connect(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 7
@@ -293,11 +294,11 @@ def test_an_old_schema_version_store_is_refused_with_a_clear_message(tmp_path: P
     conn.commit()
     conn.close()
     with pytest.raises(StoreSchemaVersionError, match="re-create"):
-        SqliteStore(old)
+        open_store(old)
 
 
 # ---------------------------------------------------------------- ingest gaps, by raw SQL
-def test_attack_second_digest_for_a_held_protocol_version_is_refused(store: SqliteStore,
+def test_attack_second_digest_for_a_held_protocol_version_is_refused(store: ResultStore,
                                                                      raw: sqlite3.Connection) -> None:
     """Issue 14: a second digest named 1.0.0 with 1 paired seed could be inserted, or REPLACE swap the real one."""
     row = {"sha256": "f" * 64, "version": REF.version, "paired_seeds_required": 1, "registered_at": utc_now()}
@@ -327,7 +328,7 @@ def test_a_protocol_row_with_a_released_version_and_another_digest_fails_verify(
     assert [(p.kind, p.table, p.key) for p in v.problems] == [("released_protocol", "protocols", "e" * 64)]
 
 
-def _sets(store: SqliteStore, sid: str, cand: str, base: str, cand_ns: list[float], base_ns: list[float],
+def _sets(store: ResultStore, sid: str, cand: str, base: str, cand_ns: list[float], base_ns: list[float],
           ) -> tuple[MeasurementSet, MeasurementSet]:
     dev = store.session(sid)["device_sha256"]
     mk = lambda arm, subj, vals: MeasurementSet(  # noqa: E731
@@ -336,7 +337,7 @@ def _sets(store: SqliteStore, sid: str, cand: str, base: str, cand_ns: list[floa
     return mk("candidate", cand, cand_ns), mk("baseline", base, base_ns)
 
 
-def _verdict(store: SqliteStore, sid: str, cand: str, base: str, cs: MeasurementSet | None,
+def _verdict(store: ResultStore, sid: str, cand: str, base: str, cs: MeasurementSet | None,
              bs: MeasurementSet | None, **over: Any) -> Verdict:
     fields: dict[str, Any] = dict(
         session_id=sid, device_sha256=store.session(sid)["device_sha256"], protocol=REF, task_id="relu",
@@ -354,7 +355,7 @@ def _verdict(store: SqliteStore, sid: str, cand: str, base: str, cs: Measurement
     ([{"name": "made_up_gate", "passed": True}], "unknown_gate"),
     (ALL_PASS + ALL_PASS[:1], "duplicate_gate"),
 ])
-def test_attack_verdict_with_one_gate_or_a_made_up_gate_is_refused(store: SqliteStore, raw: sqlite3.Connection,
+def test_attack_verdict_with_one_gate_or_a_made_up_gate_is_refused(store: ResultStore, raw: sqlite3.Connection,
                                                                    gates: list[dict[str, Any]], rule: str) -> None:
     """Issue 14: a verdict with one gate, or a made-up gate name, was stored."""
     sid = open_session(store)
@@ -374,7 +375,7 @@ def test_attack_verdict_with_one_gate_or_a_made_up_gate_is_refused(store: Sqlite
     assert store.verify().ok
 
 
-def test_attack_ratio_that_contradicts_its_samples_is_refused(store: SqliteStore) -> None:
+def test_attack_ratio_that_contradicts_its_samples_is_refused(store: ResultStore) -> None:
     """Issue 14: ratio 3.0 stored while the samples said the candidate was 10^6 times slower."""
     sid = open_session(store)
     cand, base = store.add_candidate("slow", "kernel", REF), sha256_text("b")
@@ -390,7 +391,7 @@ def test_attack_ratio_that_contradicts_its_samples_is_refused(store: SqliteStore
     assert store.verdict(vid).ratio == pytest.approx(honest)
 
 
-def test_throughput_ratio_bounds_use_candidate_over_baseline(store: SqliteStore) -> None:
+def test_throughput_ratio_bounds_use_candidate_over_baseline(store: ResultStore) -> None:
     """Engine sets (requests/s, higher is better): ratio = candidate/baseline must lie in the samples' range."""
     sid = open_session(store)
     cand, base = store.add_candidate("{}", "engine", REF), store.add_candidate('{"x": 1}', "engine", REF)
@@ -411,7 +412,7 @@ def test_throughput_ratio_bounds_use_candidate_over_baseline(store: SqliteStore)
 
 @pytest.mark.parametrize("samples", ['[-5, "abc", null]', "[-5]", '["3"]', "[null]", "[0]", "[1e999]", "[[1]]",
                                      "[true]"])
-def test_attack_malformed_samples_are_refused(store: SqliteStore, raw: sqlite3.Connection, samples: str) -> None:
+def test_attack_malformed_samples_are_refused(store: ResultStore, raw: sqlite3.Connection, samples: str) -> None:
     """Issue 14: samples `[-5, "abc", null]` were stored."""
     sid = open_session(store)
     cs, _ = _sets(store, sid, sha256_text("c"), sha256_text("b"), [1.0], [1.0])
@@ -425,7 +426,7 @@ def test_attack_malformed_samples_are_refused(store: SqliteStore, raw: sqlite3.C
         "protocol_sha256": REF.sha256}))
 
 
-def test_attack_measurement_set_reused_under_another_candidate_is_refused(store: SqliteStore,
+def test_attack_measurement_set_reused_under_another_candidate_is_refused(store: ResultStore,
                                                                          raw: sqlite3.Connection) -> None:
     """Issue 14: one measurement set could be reused under another candidate's hash."""
     sid = open_session(store)
@@ -445,7 +446,7 @@ def test_attack_measurement_set_reused_under_another_candidate_is_refused(store:
     assert e.value.rule == "measurement_set_reused"
 
 
-def _quarantined(store: SqliteStore, sid: str, text: str) -> str:
+def _quarantined(store: ResultStore, sid: str, text: str) -> str:
     cand, base = store.add_candidate(text, "kernel", REF), sha256_text("b")
     cs, bs = _sets(store, sid, cand, base, [10.0], [400.0])
     gates = [GateResult(name=n, passed=n != "anomaly") for n in gate_names()]
@@ -453,7 +454,7 @@ def _quarantined(store: SqliteStore, sid: str, text: str) -> str:
                                       ratio=40.0, ci_low=39.0, ci_high=41.0, gates=gates), cs, bs)
 
 
-def test_attack_quarantine_cleared_without_an_extended_verdict_is_refused(store: SqliteStore) -> None:
+def test_attack_quarantine_cleared_without_an_extended_verdict_is_refused(store: ResultStore) -> None:
     """Issue 14: a quarantine could be cleared with no extended verdict."""
     sid = open_session(store)
     q = _quarantined(store, sid, "suspicious")
@@ -472,7 +473,7 @@ def test_attack_quarantine_cleared_without_an_extended_verdict_is_refused(store:
     store.add_quarantine_review(q, False, "extended pass failed", None, REF)
 
 
-def test_quarantine_cleared_with_a_passing_extended_verdict_of_the_same_candidate(store: SqliteStore) -> None:
+def test_quarantine_cleared_with_a_passing_extended_verdict_of_the_same_candidate(store: ResultStore) -> None:
     sid = open_session(store)
     q = _quarantined(store, sid, "suspicious")
     cand = store.verdict(q).candidate_sha256
@@ -490,7 +491,7 @@ def test_quarantine_cleared_with_a_passing_extended_verdict_of_the_same_candidat
     assert store.effective_status(q) == "accepted" and store.verify().ok
 
 
-def test_attack_completed_outcome_without_its_iterations_is_refused(store: SqliteStore,
+def test_attack_completed_outcome_without_its_iterations_is_refused(store: ResultStore,
                                                                      raw: sqlite3.Connection) -> None:
     """Issue 14: a campaign outcome claimed "completed" with 0 of 50 iterations."""
     sid = open_session(store)
@@ -508,7 +509,7 @@ def test_attack_completed_outcome_without_its_iterations_is_refused(store: Sqlit
 
 
 # ---------------------------------------------------------------- the chain itself and `atb store verify`
-def test_every_row_carries_a_link_of_one_store_wide_chain(store: SqliteStore) -> None:
+def test_every_row_carries_a_link_of_one_store_wide_chain(store: ResultStore) -> None:
     _two_runs(store)
     seqs: list[tuple[int, str, dict[str, Any]]] = []
     for t in CHAINED_TABLES:
@@ -525,7 +526,7 @@ def test_every_row_carries_a_link_of_one_store_wide_chain(store: SqliteStore) ->
     assert v.ok and v.rows_checked == len(seqs) and v.head_hash == prev
 
 
-def test_store_verify_cli(store: SqliteStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_verify_cli(store: ResultStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _two_runs(store)
     store.close()
     assert main(["store", "verify", "--db", str(db), "--json"]) == 0
@@ -543,7 +544,7 @@ def test_store_verify_cli(store: SqliteStore, db: Path, capsys: pytest.CaptureFi
     assert not (db.parent / "none.sqlite").exists()
 
 
-def test_a_verified_store_still_serves_compare(store: SqliteStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_verified_store_still_serves_compare(store: ResultStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, a, b = _two_runs(store)
     store.close()
     assert main(["compare", a, b, "--db", str(db), "--json"]) == 0

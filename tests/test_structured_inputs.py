@@ -27,7 +27,7 @@ from atb_agent.cli import main
 from harness.measure.runner._inputs import (FACTORY_INPUTS, REDRAW_INPUTS, TimedSets, inputs_from_spec, make_inputs,
                                             make_inputs_noted, raw_draws_only)
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
 
@@ -211,9 +211,9 @@ def test_atb_eval_accepts_a_candidate_that_uses_the_stated_triangularity(
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("structured") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("structured") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="structured inputs") as ctx:
         yield store, ctx
     store.close()
@@ -221,7 +221,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteSt
 
 @pytest.mark.slow
 def test_dropping_tril_is_wrong_where_the_problem_does_not_build_it(
-        session: tuple[SqliteStore, MeasurementContext]) -> None:
+        session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     r = evaluate_candidate(str(FIX / "dense_matmul_tril_out.py"), (FIX / "tril_matmul_skip_tril.py").read_text(),
                            store=store, session=ctx)
@@ -231,7 +231,7 @@ def test_dropping_tril_is_wrong_where_the_problem_does_not_build_it(
 
 @pytest.mark.slow
 def test_assuming_non_negative_inputs_is_still_rejected_on_a_structured_problem(
-        session: tuple[SqliteStore, MeasurementContext]) -> None:
+        session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     r = evaluate_candidate(str(FIX / "tril_matmul.py"), (FIX / "tril_matmul_abs.py").read_text(),
                            store=store, session=ctx)

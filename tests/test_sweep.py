@@ -242,9 +242,9 @@ def test_four_campaign_sweep_on_postgres_stopped_and_restarted_completes_repeati
         assert after[(cid, idx)] == (rid, vid)
     assert len(_rows(db, "SELECT id FROM campaigns")) == 4, "a campaign was started twice"
     assert "usable iterations" in err, "no progress table on stderr"
-    from harness.store._postgres import PostgresStore
+    from harness.store import open_store
 
-    with PostgresStore(db) as store:
+    with open_store(db) as store:
         verified = store.verify()
     assert verified.ok, verified.first_problem
     # every attempt recorded the node it ran on
@@ -286,7 +286,7 @@ def test_killed_ray_worker_campaign_resumes_storing_each_iteration_once(ray_addr
 def test_a_sweep_is_identified_by_its_spec_and_an_edited_spec_cannot_reuse_its_id(tmp_path: Path) -> None:
     from atb_agent.sweep import SweepError, load_spec
     from atb_agent.sweep._ledger import register_sweep
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from protocol import load_protocol
 
     ref = load_protocol().ref()
@@ -298,7 +298,7 @@ def test_a_sweep_is_identified_by_its_spec_and_an_edited_spec_cannot_reuse_its_i
     assert other.sweep_id != a.sweep_id
     named = load_spec(_spec(tmp_path, "id: mine\ntasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 2\n"))
     edited = load_spec(_spec(tmp_path, "id: mine\ntasks: [relu]\ntuners: [random]\nseeds: [1]\nbudget: 5\n"))
-    with SqliteStore(tmp_path / "s.sqlite") as store:
+    with open_store(tmp_path / "s.sqlite") as store:
         assert register_sweep(store, named, ref) is False
         assert register_sweep(store, named, ref) is True              # the same spec again: a restart
         with pytest.raises(SweepError, match="another spec"):

@@ -164,9 +164,9 @@ def test_measurement_set_ratio_refuses_other_sessions_and_devices() -> None:
 def test_ceilings_keep_the_best_reading_per_device(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from harness.measure.session import best_ceilings
     from harness.records import DeviceFingerprint
-    from harness.store import SqliteStore
+    from harness.store import open_store
 
-    with SqliteStore(tmp_path / "c.sqlite") as store:
+    with open_store(tmp_path / "c.sqlite") as store:
         fp = DeviceFingerprint(backend="cpu", cpu_model="test", cpu_count=2, torch_version="x")
         first = DeviceCeilings(bytes_per_s=10.0, flops_per_s=100.0, method="m1")
         assert best_ceilings(store, fp.sha256, first) == first
@@ -181,7 +181,7 @@ def test_ceilings_are_measured_until_the_store_holds_enough_sessions(tmp_path) -
     the stored maximum without asking the reference child."""
     from harness.measure.session import session_ceilings
     from harness.records import DeviceFingerprint
-    from harness.store import SqliteStore
+    from harness.store import open_store
 
     reuse_after = P.timing.ceilings.reuse_after_sessions
     assert reuse_after >= 1
@@ -192,7 +192,7 @@ def test_ceilings_are_measured_until_the_store_holds_enough_sessions(tmp_path) -
         asked.append(1)
         return next(readings)
 
-    with SqliteStore(tmp_path / "c.sqlite") as store:
+    with open_store(tmp_path / "c.sqlite") as store:
         fp = DeviceFingerprint(backend="cpu", cpu_model="test", cpu_count=2, torch_version="x")
         for _ in range(reuse_after):
             c = session_ceilings(store, fp.sha256, P, measure)

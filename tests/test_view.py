@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from benchmark_scripts import load_benchmark
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tuning.campaigns import get_iterations, summarize
 
 from atb_agent.view import ViewConfig, create_app
@@ -66,7 +66,7 @@ def test_index_shows_verification_first_and_every_campaign(client: TestClient, b
         assert f'href="/campaign/{cid}"' in html
     assert f'href="/sweep/{info["sweep"]}"' in html
     assert "running" in text                       # the last campaign has no outcome
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         s = summarize(store, info["campaigns"][0])
     row = re.search(rf'data-campaign="{info["campaigns"][0]}".*?</tr>', html, re.DOTALL)
     assert row is not None and f"{s.best_speedup:.3f}x" in row.group(0)
@@ -77,7 +77,7 @@ def test_campaign_page_numbers_match_the_store(client: TestClient, built: tuple[
     db, info = built
     cid = info["campaigns"][0]
     html = client.get(f"/campaign/{cid}").text
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         its = get_iterations(store, cid)
     for it in its:
         row = re.search(rf'<tr id="i{it.idx}".*?</tr>', html, re.DOTALL)
@@ -93,7 +93,7 @@ def test_campaign_page_numbers_match_the_store(client: TestClient, built: tuple[
 def test_iteration_page_gate_log_interval_histogram_and_diff(client: TestClient, built: tuple[Path, dict[str, Any]]) -> None:
     db, info = built
     cid = info["campaigns"][0]
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         its = get_iterations(store, cid)
         it = next(i for i in its if i.idx > 0 and i.speedup is not None)
         v = store.verdict(it.verdict_id or "")
@@ -139,7 +139,7 @@ def test_ab_delivery_checkpoint_and_kernelbench_table(client: TestClient, built:
     for cid in info["campaigns"][-2:]:
         assert f'href="/campaign/{cid}"' in html
     kb = client.get("/kernelbench").text
-    with SqliteStore(built[0]) as store:
+    with open_store(built[0]) as store:
         kb_runs = [c for c in store.campaigns() if c.task_id == vp.KB_TASK]
     assert kb_runs and "19_ReLU" in kb
     for run in kb_runs:
@@ -150,7 +150,7 @@ def test_registration_without_runs_shows_arms_digest_and_not_run_yet(client: Tes
                                                                       built: tuple[Path, dict[str, Any]]) -> None:
     db, info = built
     rid = info["idle_registration"]
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         row = store.preregistration(rid)
         assert row is not None and not store.campaigns(rid)
     html = client.get(f"/ab/{rid}").text
@@ -200,7 +200,7 @@ def test_ab_list_names_every_registration(tmp_path: Path) -> None:
     db = tmp_path / "atb.sqlite"
     info = vp.populate(db, campaigns=4, iterations=2)
     spec = load_spec(PREREG_DIR / "example-hint-ab.yaml")
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         register(store, spec, vp.PROTO, allow_draft=True)
     with TestClient(create_app(ViewConfig(db=str(db), warm=False))) as c:
         html = c.get("/ab").text
@@ -217,7 +217,7 @@ def test_sweep_page_is_live(client: TestClient, built: tuple[Path, dict[str, Any
     html = client.get(f"/sweep/{sid}").text
     assert f'data-live="/fragment/sweep/{sid}"' in html
     fragment = client.get(f"/fragment/sweep/{sid}").text
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         mine = [c for c in store.campaigns() if c.config.get("sweep_id") == sid]
         iterations = sum(len(get_iterations(store, c.id)) for c in mine)
     assert re.search(rf'data-field="started">{len(mine)}<', fragment)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from benchmark_scripts import load_benchmark
-from harness.store import SqliteStore
+from harness.store import open_store
 from harness.tuning.campaigns import CampaignRecorder, get_iterations, summarize
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -77,7 +77,7 @@ def test_walk_index_campaign_iteration_transcript(served: tuple[Path, dict[str, 
                                                   artefacts: Path) -> None:
     db, info, url = served
     cid = info["campaigns"][0]
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         summary = summarize(store, cid)
         its = get_iterations(store, cid)
     page, errors = _page(browser)
@@ -119,7 +119,7 @@ def test_walk_index_campaign_iteration_transcript(served: tuple[Path, dict[str, 
 
     page.goto(url + f"/ab/{info['idle_registration']}")             # registered, never run
     idle = page.locator(f'section[id="reg-{info["idle_registration"]}"]')
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         reg = store.preregistration(info["idle_registration"])
     assert reg is not None
     assert idle.locator(".delivery-state").get_attribute("data-delivery") == "not-run"
@@ -143,7 +143,7 @@ def test_live_update_within_two_seconds(served: tuple[Path, dict[str, Any], str]
     recorded = page.locator(f'tr[data-campaign="{cid}"] [data-field="recorded"]')
     before = int(recorded.inner_text())
     page.wait_for_timeout(1200)                                     # the poller holds its first version
-    with SqliteStore(db) as store:
+    with open_store(db) as store:
         rec = CampaignRecorder.resume(store, vp.PROTO, cid)
         idx = rec.next_index()
         assert idx is not None

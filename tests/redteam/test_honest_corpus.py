@@ -210,10 +210,10 @@ def test_the_check_catches_a_candidate_right_only_on_the_stated_structure(tmp_pa
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
     from harness.measure.session import open_measurement_session
-    from harness.store import SqliteStore
+    from harness.store import open_store
 
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("honest") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("honest") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="honest corpus subset") as session:
         yield store, session
     store.close()

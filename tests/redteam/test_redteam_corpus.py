@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import evaluate_candidate
 from harness.verdict.gates import gate_names
 from harness.verdict.quarantine import review_quarantine
@@ -28,9 +28,9 @@ HONEST = corpus("honest")
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)  # the parent only compares outputs; leave the cores to the measuring children
-    store = SqliteStore(tmp_path_factory.mktemp("redteam") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("redteam") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="red-team corpus") as session:
         yield store, session
     store.close()
@@ -47,7 +47,7 @@ def test_every_gate_has_a_cheat_in_the_corpus() -> None:
 
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
-def test_cheat_is_caught_by_its_gate(cheat: CorpusEntry, measured: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_cheat_is_caught_by_its_gate(cheat: CorpusEntry, measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     r = evaluate_candidate(cheat.task_ref, cheat.source, store=store, session=session)
     failed = {g.name for g in r.gates if not g.passed}
@@ -66,7 +66,7 @@ def test_cheat_is_caught_by_its_gate(cheat: CorpusEntry, measured: tuple[SqliteS
 
 @pytest.mark.parametrize("honest", HONEST, ids=lambda c: c.name)
 def test_honest_optimised_candidate_is_accepted(honest: CorpusEntry,
-                                                measured: tuple[SqliteStore, MeasurementContext]) -> None:
+                                                measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     r = evaluate_candidate(honest.task_ref, honest.source, store=store, session=session)
     failed = {g.name: g.detail for g in r.gates if not g.passed}

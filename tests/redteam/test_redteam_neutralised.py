@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import evaluate_candidate
 from redteam_corpus import CorpusEntry, corpus
 
@@ -23,9 +23,9 @@ NEUTRALISED = corpus("neutralised")
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("neutralised") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("neutralised") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="neutralised cheats") as session:
         yield store, session
     store.close()
@@ -33,7 +33,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteS
 
 @pytest.mark.parametrize("cheat", NEUTRALISED, ids=lambda c: c.name)
 def test_memo_gains_nothing_when_inputs_never_repeat(cheat: CorpusEntry,
-                                                     measured: tuple[SqliteStore, MeasurementContext]) -> None:
+                                                     measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     r = evaluate_candidate(cheat.task_ref, cheat.source, store=store, session=session)
     ev = r.evidence

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import load_task, native_task_names
 from harness.verdict.preflight import TRIVIAL_CANDIDATES, latest_preflight, preflight_task, weak_tasks
 from redteam_corpus import HERE
@@ -23,15 +23,15 @@ WEAK = HERE / "tasks" / "weak_relu_nonnegative.py"
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("preflight") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("preflight") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="preflight") as session:
         yield store, session
     store.close()
 
 
-def test_weak_task_is_flagged_naming_the_trivial_candidate(measured: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_weak_task_is_flagged_naming_the_trivial_candidate(measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     report = preflight_task(str(WEAK), store, session)
     print("\n" + report.summary())
@@ -45,7 +45,7 @@ def test_weak_task_is_flagged_naming_the_trivial_candidate(measured: tuple[Sqlit
 
 
 @pytest.mark.parametrize("name", native_task_names())
-def test_native_task_passes_the_preflight(name: str, measured: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_native_task_passes_the_preflight(name: str, measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     report = preflight_task(name, store, session)
     print(f"\n{name}: " + ", ".join(f"{o.name}={'PASSES' if o.passed else 'fails'}" for o in report.outcomes))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.measure.session import MeasurementContext, open_measurement_session
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.verdict.evaluate import evaluate_candidate
 from harness.verdict.quarantine import QuarantineError, review_quarantine
 from protocol import load_protocol
@@ -21,15 +21,15 @@ CASES = {c.name: c for c in corpus("quarantine")}
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("quarantine") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("quarantine") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="quarantine pass") as session:
         yield store, session
     store.close()
 
 
-def test_genuine_large_speedup_is_quarantined_then_cleared(measured: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_genuine_large_speedup_is_quarantined_then_cleared(measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     c = CASES["relu_once"]
     r = evaluate_candidate(c.task_ref, c.source, store=store, session=session)
@@ -45,7 +45,7 @@ def test_genuine_large_speedup_is_quarantined_then_cleared(measured: tuple[Sqlit
 
 
 def test_cheat_that_fooled_only_the_tasks_inputs_stays_quarantined(
-        measured: tuple[SqliteStore, MeasurementContext]) -> None:
+        measured: tuple[ResultStore, MeasurementContext]) -> None:
     store, session = measured
     c = CASES["passthrough_copy"]
     r = evaluate_candidate(c.task_ref, c.source, store=store, session=session)
@@ -63,7 +63,7 @@ def test_cheat_that_fooled_only_the_tasks_inputs_stays_quarantined(
 
 
 def test_a_speedup_read_from_the_input_pool_does_not_survive_private_inputs(
-        measured: tuple[SqliteStore, MeasurementContext]) -> None:
+        measured: tuple[ResultStore, MeasurementContext]) -> None:
     """The pool-prefix cheat is right on every input and above every byte floor; its speed comes only from
     precomputing over the pool its timed windows are cut from. The extended pass times every call on inputs
     of their own storage, where the trick finds nothing, and the verdict stays quarantined (protocol 1.6.0,
