@@ -718,3 +718,19 @@ def test_ceilings_summary_is_the_maximum_over_a_devices_rows(store_backend: Back
     assert st.ceilings_summary(_dev(store_backend, other)) == CeilingsSummary(bytes_per_s=9.0e12, flops_per_s=9.0e13,
                                                                                rows=1)
     assert st.ceilings_summary("0" * 64) is None
+
+
+def test_the_two_stores_are_siblings_over_one_core() -> None:
+    """Issue 29: the record-level methods are written once (``StoreBase``), each dialect only supplies its
+    plumbing, and neither store is a kind of the other (as LangGraph's savers under BaseCheckpointSaver)."""
+    from harness.store import ResultStore, SqliteStore
+    from harness.store._base import StoreBase
+    from harness.store._postgres import PostgresStore
+
+    assert issubclass(SqliteStore, StoreBase) and issubclass(PostgresStore, StoreBase)
+    assert not issubclass(PostgresStore, SqliteStore) and not issubclass(SqliteStore, PostgresStore)
+    for name in ("add_verdict", "verdict", "campaign", "iterations", "register_protocol", "checkpoint"):
+        assert name not in vars(SqliteStore) and name in vars(StoreBase), name
+    for cls in (SqliteStore, PostgresStore):
+        missing = [m for m in dir(ResultStore) if not m.startswith("_") and m != "path" and not hasattr(cls, m)]
+        assert not missing, f"{cls.__name__} lacks {missing}"

@@ -15,10 +15,11 @@ What differs, and why:
 * ``INTEGER PRIMARY KEY`` ids are filled in by the writer (the next id under the lock, as SQLite's
   AUTOINCREMENT would) or, for a raw insert without one, by a trigger; upserts (``ON CONFLICT``) are
   refused by the same ``duplicate_key`` rule that refuses SQLite's ``REPLACE``.
-* The record-level methods (sessions, verdicts, reports, the campaign tables' typed reads...) are
-  SQLite's own (:class:`SqliteStore`), whose SQL is dialect-neutral (``json_extract`` is a function of
-  ``schema_pg.sql``); this class replaces only the plumbing under them: connection,
-  transactions, placeholders, rows, the chained insert, schema creation and verification.
+* The record-level methods (sessions, verdicts, reports, the campaign tables' typed reads...) are the
+  shared core's (:class:`harness.store._base.StoreBase`), whose SQL is dialect-neutral (``json_extract``
+  is a function of ``schema_pg.sql``); this class, a sibling of :class:`SqliteStore` under it, supplies
+  only the plumbing: connection, transactions, placeholders, rows, the chained insert, schema creation
+  and verification.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from harness.store._chain import CHAINED_TABLES, GENESIS, ColumnSpec, build_row, row_at, row_hash
 from harness.store._errors import IngestRejected, StoreError, StoreSchemaVersionError, StoreTampered
 from harness.store._pg_schema import CHAIN_LOCK, PG_MAX_SEQ_SQL, schema_pg_sql
-from harness.store._sqlite import SqliteStore
+from harness.store._base import StoreBase
 
 if TYPE_CHECKING:
     import psycopg
@@ -297,11 +298,11 @@ def graph_checkpoint_migration(conn: Any, schema: str) -> int | None:
     return None if got is None or got[0] is None else int(got[0])
 
 
-class PostgresStore(SqliteStore):
+class PostgresStore(StoreBase):
     """The results store on a PostgreSQL server (``postgresql://USER@HOST:PORT/DB``)."""
 
-    # The server's connection replaces SQLite's (every method that touches it is overridden here).
-    conn: psycopg.Connection[tuple[Any, ...]]  # type: ignore[assignment]
+    path: str                          # the URL without its password (messages never carry it)
+    conn: psycopg.Connection[tuple[Any, ...]]
 
     def __init__(self, url: str) -> None:  # noqa: D107 - see the class
         try:
@@ -309,7 +310,7 @@ class PostgresStore(SqliteStore):
         except ImportError as exc:
             raise StoreError("the PostgreSQL store needs psycopg 3: pip install 'psycopg[binary]'") from exc
         self.url = url
-        self.path = redact(url)  # type: ignore[assignment]
+        self.path = redact(url)
         try:
             self.conn = psycopg.connect(pg_dsn(url), autocommit=True, connect_timeout=30)
         except psycopg.Error as exc:
@@ -467,11 +468,8 @@ class PostgresStore(SqliteStore):
         if not self.conn.closed:
             self.conn.close()
 
-    def __enter__(self) -> "PostgresStore":
-        return self
-
     @contextmanager
-    def transaction(self) -> Iterator[PgExecutor]:  # type: ignore[override]
+    def transaction(self) -> Iterator[PgExecutor]:
         """One atomic write under the store's write lock; a refusal rolls it back and raises IngestRejected."""
         import psycopg
 
@@ -518,7 +516,7 @@ class PostgresStore(SqliteStore):
             raise translate_pg(exc) from exc
 
     # ------------------------------------------------------------------ "add if absent", race-free
-    # SqliteStore checks for an existing row before its write transaction; with many writers at once
+    # StoreBase checks for an existing row before its write transaction; with many writers at once
     # two can both find none, and the second insert is refused as a duplicate. That refusal means the
     # row is there, which is all these idempotent calls promise, so it is taken as success.
     def register_protocol(self, protocol: Any) -> Any:

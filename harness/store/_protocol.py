@@ -1,9 +1,11 @@
 """``ResultStore``: the one interface every results store implements (SQLite, PostgreSQL).
 
-Why a protocol and not a base class: the rules that make a result trustworthy live in each database's
-own schema (CHECKs and triggers), not in shared Python, so the two implementations share a contract,
-not code. Callers (the evaluation, campaigns, compare, reports, the sweep) type against this, and
-``tests/test_store_conformance.py`` holds both implementations to the same raw-SQL rules.
+Why a protocol as well as a base class: the rules that make a result trustworthy live in each database's
+own schema (CHECKs and triggers), not in shared Python; the record-level methods over them are written
+once in :class:`harness.store._base.StoreBase`, under which ``SqliteStore`` and ``PostgresStore`` are
+siblings. Callers (the evaluation, campaigns, compare, reports, the sweep) type against this protocol,
+never a class, and open a store with ``open_store(url)``; ``tests/test_store_conformance.py`` holds both
+implementations to the same raw-SQL rules.
 
 SQL passed to :meth:`ResultStore.query` and to ``transaction().execute`` uses ``?`` placeholders and the
 SQL both dialects share (no JSON functions but ``json_extract``, which the PostgreSQL schema defines; no

@@ -81,7 +81,7 @@ def _open_postgres(url: str) -> ResultStore:
         raise StoreUnavailable(f"cannot connect to the results store {redact(url)}: {' '.join(str(exc).split())}") from exc
     store = PostgresStore.__new__(PostgresStore)
     store.url = url
-    store.path = redact(url)  # type: ignore[assignment]
+    store.path = redact(url)
     store.conn = conn
     store.x = PgExecutor(conn)
     store._tx_head = None
