@@ -138,11 +138,11 @@ def test_compiled_candidate_in_the_child_records_ops_and_stays_intact(tmp_path: 
     worker = Worker("candidate", worker_config("cpu", P), tmp_path, 300.0).start()
     try:
         assert _load(worker, tmp_path, COMPILED_RELU, "compiled")["ok"] is True   # compiles (untimed)
-        first = worker.request({"op": "call", "seed": 5, "distribution": "normal", "share": "a", "record_ops": True,
+        first = worker.request({"op": "call", "class_inputs": "factory", "seed": 5, "distribution": "normal", "share": "a", "record_ops": True,
                                 "save_path": str(tmp_path / "a.pt")})
         assert first["ok"] is True, first
         assert "relu" in first["ops_called"], first["ops_called"]   # recorded from the eager run
-        again = worker.request({"op": "call", "seed": 6, "distribution": "normal", "share": "b",
+        again = worker.request({"op": "call", "class_inputs": "factory", "seed": 6, "distribution": "normal", "share": "b",
                                 "save_path": str(tmp_path / "b.pt")})
         assert again["ok"] is True, again
         checks = worker.request({"op": "integrity"})["checks"]
@@ -178,10 +178,10 @@ def test_compiled_candidate_is_accepted_at_its_speed(tmp_path: Path) -> None:
     """Inductor fuses the (N, M, D) temporary the eager reference materialises: measured at 4.0x
     standalone here (with the children's malloc settings), 4.4x [3.3, 5.5] by atb eval."""
     from harness.measure.session import open_measurement_session
-    from harness.store import SqliteStore
+    from harness.store import open_store
     from harness.verdict.evaluate import evaluate_candidate
 
-    store = SqliteStore(tmp_path / "atb.sqlite")
+    store = open_store(tmp_path / "atb.sqlite")
     try:
         with open_measurement_session(store, "cpu", P, note="compile") as session:
             r = evaluate_candidate("pairwise_sqdist", PAIRWISE_COMPILED, store=store, session=session, protocol=P)

@@ -150,7 +150,7 @@ def test_plain_outputs_pass(tmp_path: Path) -> None:
     try:
         for name, body in (("plain", PLAIN), ("plain_tuple", PLAIN_TUPLE)):
             assert _load(worker, tmp_path, body, name)["ok"] is True
-            call = worker.request({"op": "call", "seed": 5, "distribution": "normal", "share": f"t-{name}",
+            call = worker.request({"op": "call", "class_inputs": "factory", "seed": 5, "distribution": "normal", "share": f"t-{name}",
                                    "save_path": str(tmp_path / f"{name}.pt")})
             assert call["ok"] is True, call
         assert worker.request({"op": "integrity"})["checks"][OUTPUTS_FINISHED] is True

@@ -18,7 +18,7 @@ import harness.measure.correctness as correctness
 from harness.measure.runner import Worker
 from harness.measure.runner._inputs import TimedSets, device_checksum, fingerprints, inputs_from_spec
 from harness.measure.session import MeasurementContext, open_measurement_session, worker_config
-from harness.store import SqliteStore
+from harness.store import ResultStore, open_store
 from harness.tasks import load_task
 from harness.verdict.evaluate import evaluate_candidate
 from protocol import load_protocol
@@ -109,17 +109,17 @@ def test_reference_compares_in_its_own_process_and_writes_nothing(tmp_path: Path
         assert ref.request({**base, "tolerances": tols})["ok"]
         assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"})["ok"]
         before = set(tmp_path.iterdir())
-        r = ref.request({"op": "call", "seed": 3, "distribution": "task", "save_path": str(tmp_path / "ref.pt")})
+        r = ref.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "task", "save_path": str(tmp_path / "ref.pt")})
         assert r["ok"] and "share" not in r and set(tmp_path.iterdir()) == before   # the reference shares nothing
-        c = cand.request({"op": "call", "seed": 3, "distribution": "normal", "share": "call",
+        c = cand.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "normal", "share": "call",
                           "save_path": str(tmp_path / "cand.pt")})
-        refused = cand.request({"op": "check", "seed": 3, "distribution": "normal", "candidate": c["share"]})
+        refused = cand.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
         assert refused["ok"] is False and "only the reference" in refused["error"]
-        checked = ref.request({"op": "check", "seed": 3, "distribution": "normal", "candidate": c["share"]})
+        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
         assert checked["comparison"]["passed"] is True
-        wrong = ref.request({"op": "check", "seed": 4, "distribution": "normal", "candidate": c["share"]})
+        wrong = ref.request({"op": "check", "class_inputs": "factory", "seed": 4, "distribution": "normal", "candidate": c["share"]})
         assert wrong["comparison"]["passed"] is False
-        bogus = ref.request({"op": "check", "seed": 3, "distribution": "normal",
+        bogus = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal",
                              "candidate": {"cuda": [{"dtype": "os.system", "shape": [1], "stride": [1],
                                                      "offset": 0, "ipc": []}]}})
         assert bogus["comparison"]["passed"] is False and "could not be read" in bogus["comparison"]["reason"]
@@ -130,9 +130,9 @@ def test_reference_compares_in_its_own_process_and_writes_nothing(tmp_path: Path
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteStore, MeasurementContext]]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultStore, MeasurementContext]]:
     torch.set_num_threads(1)
-    store = SqliteStore(tmp_path_factory.mktemp("devev") / "atb.sqlite")
+    store = open_store(tmp_path_factory.mktemp("devev") / "atb.sqlite")
     with open_measurement_session(store, "cpu", note="device evidence") as ctx:
         yield store, ctx
     store.close()
@@ -140,7 +140,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteSt
 
 @pytest.mark.slow
 def test_a_value_memo_gains_nothing_because_timed_values_never_repeat(
-        session: tuple[SqliteStore, MeasurementContext]) -> None:
+        session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     src = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
            "    def __init__(self):\n        super().__init__()\n        self.memo = {}\n        self.hits = 0\n\n"
@@ -162,7 +162,7 @@ def test_a_value_memo_gains_nothing_because_timed_values_never_repeat(
 
 
 @pytest.mark.slow
-def test_scavenging_cheat_finds_no_reference_output(session: tuple[SqliteStore, MeasurementContext]) -> None:
+def test_scavenging_cheat_finds_no_reference_output(session: tuple[ResultStore, MeasurementContext]) -> None:
     store, ctx = session
     src = (REDTEAM / "scavenging_reference_output_files.py").read_text()
     r = evaluate_candidate("relu", src, store=store, session=ctx)
@@ -182,9 +182,9 @@ def test_cuda_ipc_is_one_way_and_compares_on_the_device(tmp_path: Path) -> None:
         base = {"op": "load", "task_path": str(task.path), "task_module": "atb_task_relu", "init_seed": 1}
         assert ref.request({**base, "tolerances": tols})["ok"]
         assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"})["ok"]
-        c = cand.request({"op": "call", "seed": 3, "distribution": "normal", "share": "call"})
+        c = cand.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "normal", "share": "call"})
         assert "cuda" in c["share"] and not list(tmp_path.glob("*.pt"))
-        checked = ref.request({"op": "check", "seed": 3, "distribution": "normal", "candidate": c["share"]})
+        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
         assert checked["comparison"]["passed"] is True, checked
         assert cand.request({"op": "release"})["ok"]
     finally:

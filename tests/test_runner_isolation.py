@@ -93,13 +93,13 @@ def test_reference_refuses_candidate_code_and_pairs_inputs_with_the_candidate(wo
         assert ref.request(_load_cmd(workdir, None))["ok"]
         assert cand.request(_load_cmd(workdir, _candidate("        return x.clamp_min(0)"), "good"))["ok"]
         for dist in ("task", "negative", "noncontiguous", "large"):
-            a = ref.request({"op": "call", "seed": 99, "distribution": dist, "save_path": str(workdir / f"r{dist}.pt")})
-            b = cand.request({"op": "call", "seed": 99, "distribution": dist, "save_path": str(workdir / f"c{dist}.pt"),
+            a = ref.request({"op": "call", "class_inputs": "factory", "seed": 99, "distribution": dist, "save_path": str(workdir / f"r{dist}.pt")})
+            b = cand.request({"op": "call", "class_inputs": "factory", "seed": 99, "distribution": dist, "save_path": str(workdir / f"c{dist}.pt"),
                               "record_ops": True})
             assert a["ok"] and b["ok"]
             assert a["input_hashes_before"] == b["input_hashes_before"]
             assert b["input_hashes_after"] == b["input_hashes_before"]
-        c = cand.request({"op": "call", "seed": 100, "distribution": "task", "save_path": str(workdir / "c100.pt"),
+        c = cand.request({"op": "call", "class_inputs": "factory", "seed": 100, "distribution": "task", "save_path": str(workdir / "c100.pt"),
                           "record_ops": True})
         assert c["input_hashes_before"] != a["input_hashes_before"]
         assert "clamp_min" in c["ops_called"]
@@ -118,7 +118,7 @@ def test_timers_are_bound_before_candidate_import(workdir: Path) -> None:
     w = _start(workdir)
     try:
         assert w.request(_load_cmd(workdir, src, "patcher"))["ok"]
-        prep = w.request({"op": "prepare", "seed": 5, "n_buffers": 4})
+        prep = w.request({"op": "prepare", "seed": 5})
         assert prep["ok"] and prep["inner"] >= 1
         block = w.request({"op": "block", "reps": 3, "rep_offset": 0, "capture": [1], "save_dir": str(workdir)})
         # the fake clock would give 10 ns per call; the harness's bound clock sees real work

@@ -47,6 +47,7 @@ from typing import Any
 from harness.measure.evidence import (CallFacts, Comparison, IntegrityFacts, TimedFacts, TimedOutput, TensorMeta,
                                       WorkerFailure)
 from harness.measure.runner import TASK_DISTRIBUTION, Worker, WorkerDied
+from harness.measure.runner import _messages as M
 from harness.measure.timing._clock import perf_counter_ns
 from harness.tasks import Task
 from protocol import Protocol
@@ -109,7 +110,7 @@ class Collected:
         return [t.facts for t in self.timed[arm]]
 
 
-def _ask(worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+def _ask(worker: Worker, cmd: M.ChildCommand) -> dict[str, Any]:
     """A command whose ``ok: false`` reply is the arm's failure."""
     try:
         reply = worker.request(cmd)
@@ -119,7 +120,7 @@ def _ask(worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
         kind = reply.get("failure_kind", "exception")
         raise ArmFailed(WorkerFailure(role=worker.role, kind=kind if kind in (
             "import_error", "exception", "crash", "timeout", "exit", "memory", "protocol") else "exception",
-            detail=f"{cmd.get('op')}: {str(reply.get('error', ''))[-1500:]}"))
+            detail=f"{cmd.op}: {str(reply.get('error', ''))[-1500:]}"))
     return reply
 
 
@@ -142,7 +143,7 @@ class Collector:
         self._n = 0
         self._transports: list[str] = []
 
-    def _ask(self, worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, worker: Worker, cmd: M.ChildCommand) -> dict[str, Any]:
         """:func:`_ask`, with the time this process waited added to ``op_s`` under ``role.op``."""
         t0 = perf_counter_ns()
         reply: dict[str, Any] | None = None
@@ -150,7 +151,7 @@ class Collector:
             reply = _ask(worker, cmd)
             return reply
         finally:
-            key = f"{worker.role}.{cmd.get('op')}"
+            key = f"{worker.role}.{cmd.op}"
             self._add_op_s(key, (perf_counter_ns() - t0) / 1e9, reply)
 
     def _add_op_s(self, key: str, seconds: float, reply: dict[str, Any] | None) -> None:
@@ -201,24 +202,25 @@ class Collector:
             self.out.phase_s[name] = (perf_counter_ns() - t0) / 1e9
 
     def _load(self, candidate_path: Path, start_path: Path | None) -> None:
-        base = {"task_path": str(self.task.path), "task_module": "atb_task_" + self.task.source_sha256[:12],
-                "init_seed": self.out.init_seed}
+        base = M.Load(task_path=str(self.task.path), task_module="atb_task_" + self.task.source_sha256[:12],
+                      init_seed=self.out.init_seed)
         ref = self.workers["baseline"]
         assert ref is not None
-        r = self._ask(ref, {"op": "load", **base, "tolerances": self._tolerances(),
-                            "reference_spread_factor": self.protocol.correctness.reference_spread_factor})
+        r = self._ask(ref, base.model_copy(update={
+            "tolerances": self._tolerances(),
+            "reference_spread_factor": self.protocol.correctness.reference_spread_factor}))
         self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
         self.out.output_bytes = int(r.get("output_bytes", 0))
         self._plan_memory(r)
         cand = self.workers["candidate"]
         assert cand is not None
-        self._ask(cand, {"op": "load", **base, "candidate_path": str(candidate_path),
-                    "candidate_module": "atb_candidate_" + candidate_path.stem[-12:]})
+        self._ask(cand, base.model_copy(update={"candidate_path": str(candidate_path),
+                                                "candidate_module": "atb_candidate_" + candidate_path.stem[-12:]}))
         start = self.workers["start"]
         if start is not None and start_path is not None:
             try:
-                self._ask(start, {"op": "load", **base, "candidate_path": str(start_path),
-                             "candidate_module": "atb_start_" + start_path.stem[-12:]})
+                self._ask(start, base.model_copy(update={"candidate_path": str(start_path),
+                                                         "candidate_module": "atb_start_" + start_path.stem[-12:]}))
             except ArmFailed as exc:
                 self._drop_start(exc.failure)
         else:
@@ -268,28 +270,26 @@ class Collector:
         error when it raised on a class it may skip (nothing is recorded then), else None."""
         ref = self.workers["baseline"]
         assert ref is not None
-        cmd: dict[str, Any] = {"op": "check", "candidate": share, "seed": seed}
         if spec is not None:
-            cmd["spec"] = spec
+            cmd = M.Check(candidate=share, seed=seed, spec=spec)
         else:
-            cmd["distribution"] = dist
-            cmd["class_inputs"] = self.protocol.correctness.class_inputs
-            if self._may_skip(phase, dist):
-                cmd["skip_on_reference_failure"] = True
+            cmd = M.Check(candidate=share, seed=seed, distribution=dist,
+                          class_inputs=self.protocol.correctness.class_inputs,
+                          skip_on_reference_failure=self._may_skip(phase, dist))
         self._note_transport(share)
         if isinstance(share.get("vmm"), dict) and not self._relay_fd(share, tag):
             # the candidate named a device-memory fd but sent none: it shares a file instead
             cand = self.workers["candidate"]
             assert cand is not None
             self.out.transport = "file (the candidate's output fd did not arrive)"
-            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+            cmd = cmd.model_copy(update={"candidate": self._reshare(cand, tag)})
         rr = self._ask(ref, cmd)
         if rr["comparison"].get("transport_error"):
             # the reference could not map the CUDA IPC handle here: the candidate shares a file instead
             cand = self.workers["candidate"]
             assert cand is not None
             self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
-            cmd["candidate"] = self._ask(cand, {"op": "reshare", "tag": tag, "path": self._path("cand-reshare")})["share"]
+            cmd = cmd.model_copy(update={"candidate": self._reshare(cand, tag)})
             rr = self._ask(ref, cmd)
         if rr["comparison"].get("reference_failed"):
             self.out.reference_calls.append(_call_facts({**rr["call"], "ok": False}))
@@ -304,6 +304,10 @@ class Collector:
             ref_equals_input=list(call.get("equals_input", []))))
         return None
 
+    def _reshare(self, cand: Worker, tag: str) -> dict[str, Any]:
+        """The candidate's held output ``tag`` shared again as a file (the device-memory handle failed)."""
+        return dict(self._ask(cand, M.Reshare(tag=tag, path=self._path("cand-reshare")))["share"])
+
     def _reference_fails(self, seed: int, dist: str) -> str | None:
         """The reference's own call on (seed, class): its error if it raised, None if it returned. Asked
         only after the candidate raised on that input, so the failure goes to whichever side owns it."""
@@ -312,8 +316,7 @@ class Collector:
         t0 = perf_counter_ns()
         rr: dict[str, Any] | None = None
         try:
-            rr = ref.request({"op": "call", "seed": seed, "distribution": dist,
-                              "class_inputs": self.protocol.correctness.class_inputs})
+            rr = ref.request(M.Call(seed=seed, distribution=dist, class_inputs=self.protocol.correctness.class_inputs))
         except WorkerDied as exc:
             raise ArmFailed(exc.failure) from None
         finally:
@@ -376,7 +379,7 @@ class Collector:
     def _release(self, arm: str, tags: list[str] | None = None) -> None:
         w = self.workers[arm]
         if w is not None:
-            self._ask(w, {"op": "release", **({"tags": tags} if tags is not None else {})})
+            self._ask(w, M.Release(tags=tags))
             if arm == "candidate" and tags is None:
                 w.drop_fds()
 
@@ -392,9 +395,8 @@ class Collector:
                 tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
                 cr: dict[str, Any] | None = None
                 try:
-                    cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "share": tag,
-                                       "save_path": self._path("cand"), "record_ops": first,
-                                       "class_inputs": self.protocol.correctness.class_inputs})
+                    cr = cand.request(M.Call(seed=seed, distribution=dist, share=tag, save_path=self._path("cand"),
+                                             record_ops=first, class_inputs=self.protocol.correctness.class_inputs))
                 except WorkerDied as exc:
                     raise ArmFailed(exc.failure) from None
                 finally:
@@ -438,7 +440,7 @@ class Collector:
     def _active_arms(self) -> list[str]:
         return [a for a in ARMS if self.workers[a] is not None]
 
-    def _ask_arm(self, arm: str, cmd: dict[str, Any]) -> dict[str, Any] | None:
+    def _ask_arm(self, arm: str, cmd: M.ChildCommand) -> dict[str, Any] | None:
         """Send ``cmd`` to one live arm; a failing starting candidate is dropped (None), others raise."""
         w = self.workers[arm]
         assert w is not None
@@ -450,7 +452,7 @@ class Collector:
             self._drop_start(exc.failure)
             return None
 
-    def _ask_arms(self, cmd: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def _ask_arms(self, cmd: M.ChildCommand) -> dict[str, dict[str, Any]]:
         """Send ``cmd`` to every live arm (:meth:`_ask_arm`); the replies of those still live."""
         replies: dict[str, dict[str, Any]] = {}
         for arm in self._active_arms():
@@ -472,15 +474,15 @@ class Collector:
                     for a in prep)
         if not (tiny or bound):
             return
-        captured = self._ask_arms({"op": "capture", "graph": True})
+        captured = self._ask_arms(M.Capture(graph=True))
         for arm, r in captured.items():
             if r.get("probe_error"):
                 self.out.capture_probe_errors.append(f"{arm}: {r['probe_error']}")
         if not all(bool(r.get("captured")) for r in captured.values()):
-            self._ask_arms({"op": "capture", "graph": False})
+            self._ask_arms(M.Capture(graph=False))
 
     def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
-        prep = self._ask_arms({"op": "prepare", "seed": seed, "private_inputs": self.task.meta.private_timed_inputs})
+        prep = self._ask_arms(M.Prepare(seed=seed, private_inputs=self.task.meta.private_timed_inputs))
         if self.backend == "cuda":
             self._choose_cuda_method(prep)
         rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
@@ -500,8 +502,8 @@ class Collector:
                 w = self.workers[arm]
                 if w is None:
                     continue
-                cmd = {"op": "block", "reps": block[arm], "rep_offset": r * block[arm],
-                       "capture": capture if arm == "candidate" else [], "save_dir": str(self.workdir)}
+                cmd = M.Block(reps=block[arm], rep_offset=r * block[arm],
+                              capture=capture if arm == "candidate" else [], save_dir=str(self.workdir))
                 t0 = perf_counter_ns()
                 rep = self._ask_arm(arm, cmd)
                 if rep is None:
@@ -518,7 +520,7 @@ class Collector:
                 a["outs"].extend(rep["timed_outputs"])
                 a["method"] = str(rep["method"])
         for arm in self._active_arms():
-            fin = self._ask_arm(arm, {"op": "finish_seed"})
+            fin = self._ask_arm(arm, M.FinishSeed())
             if fin is None:
                 continue
             a = acc[arm]
@@ -550,7 +552,7 @@ class Collector:
         cand = self.workers["candidate"]
         assert cand is not None
         seed_a, seed_b = draw_seed(), draw_seed()
-        cr = self._ask(cand, {"op": "reuse_probe", "seed_a": seed_a, "seed_b": seed_b, "save_path": self._path("cand-reuse")})
+        cr = self._ask(cand, M.ReuseProbe(seed_a=seed_a, seed_b=seed_b, save_path=self._path("cand-reuse")))
         self._check(dict(cr["share"]), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
         self._release("candidate")
 
@@ -558,7 +560,7 @@ class Collector:
         w = self.workers[arm]
         if w is None or not w.alive():
             return IntegrityFacts(pid=w.pid if w is not None else 0)
-        r = self._ask(w, {"op": "integrity"})
+        r = self._ask(w, M.Integrity())
         return IntegrityFacts(checks=dict(r["checks"]), pid=int(r["pid"]),
                               candidate_modules_in_baseline=list(r["candidate_modules"]) if arm == "baseline" else [],
                               audit_events=list(r.get("audit_events", [])))

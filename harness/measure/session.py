@@ -18,6 +18,7 @@ from harness.errors import DeviceUnavailableError, HarnessError
 from harness.measure.device import available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts
 from harness.measure.device_facts import gpu_driver_facts
 from harness.measure.runner import Role, Worker, WorkerDied
+from harness.measure.runner import _messages as M
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
 from harness.store import ResultStore
 from protocol import Protocol, load_protocol
@@ -297,7 +298,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         ref = store.register_protocol(proto)
         reference.wait_ready()
         mark("reference_ready")
-        facts = reference.request({"op": "fingerprint", "smi": smi_thread is None})
+        facts = reference.request(M.Fingerprint(smi=smi_thread is None))
         if not facts.get("ok"):
             raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
         mark("fingerprint")
@@ -309,7 +310,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         session_id = store.open_session(fp, ref, note=note)
 
         def measure() -> dict[str, Any]:
-            cf = reference.request({"op": "ceilings"})
+            cf = reference.request(M.Ceilings())
             if not cf.get("ok"):
                 raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
             return cf

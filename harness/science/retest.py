@@ -270,6 +270,7 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
     with that status and reason.
     """
     from harness.measure.backends.mlx_runner import MlxWorker, blas_label
+    from harness.measure.runner import _messages as M
     from harness.measure.runner._worker import WorkerDied
     from harness.tasks import load_task_file
 
@@ -296,7 +297,7 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
 
     try:
         try:
-            r_load = ref.request({"op": "load", "task_path": str(task_path), "init_seed": init_seed})
+            r_load = ref.request(M.MlxLoad(task_path=str(task_path), init_seed=init_seed))
         except WorkerDied as exc:
             return leg("reference_port_wrong", f"the MLX reference process failed: {exc.failure.detail}")
         if not r_load.get("ok"):
@@ -306,8 +307,7 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
         fp = mlx_fingerprint(r_load, blas)
         common: dict[str, Any] = {"blas": blas, "device": fp, "device_sha256": fp.sha256}
         try:
-            c_load = cand.request({"op": "load", "task_path": str(task_path), "candidate_path": str(cand_path),
-                                   "init_seed": init_seed})
+            c_load = cand.request(M.MlxLoad(task_path=str(task_path), candidate_path=str(cand_path), init_seed=init_seed))
         except WorkerDied as exc:
             return leg("rejected", f"candidate process failed while loading: {exc.failure.detail}", **common)
         if not c_load.get("ok"):
@@ -316,8 +316,7 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
 
         def outputs(seed: int, dist: str, phase: Any) -> bool:
             rp, tp, cp = (workdir / f"{n}-{seed}-{dist}.npz" for n in ("ref", "torch", "cand"))
-            rr = ref.request({"op": "call", "seed": seed, "distribution": dist, "out_path": str(rp),
-                              "torch_out_path": str(tp)})
+            rr = ref.request(M.MlxCall(seed=seed, distribution=dist, out_path=str(rp), torch_out_path=str(tp)))
             if not rr.get("ok"):
                 checks.append(Check(seed=seed, distribution=dist, phase="reference_port", passed=False,
                                     reason=str(rr.get("error", ""))[:500]))
@@ -327,7 +326,7 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
                                 max_abs_err=ma, rel_l2=l2))
             if not ok:
                 return False
-            cr = cand.request({"op": "call", "seed": seed, "distribution": dist, "out_path": str(cp)})
+            cr = cand.request(M.MlxCall(seed=seed, distribution=dist, out_path=str(cp)))
             if not cr.get("ok"):
                 checks.append(Check(seed=seed, distribution=dist, phase=phase, passed=False,
                                     reason=str(cr.get("error", ""))[:500]))
@@ -353,23 +352,22 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
             method = ""
             for i, seed in enumerate(seeds):
                 for w in (ref, cand):
-                    prep = w.request({"op": "prepare", "seed": seed})
+                    prep = w.request(M.MlxPrepare(seed=seed))
                     if not prep.get("ok"):
                         raise RuntimeError(f"{w.role}: {prep.get('error', '')}")
                 base[seed], cnd[seed] = [], []
                 for rep in range(p.timing.cpu.timed_reps):
                     order = [(ref, base), (cand, cnd)] if (rep + i) % 2 == 0 else [(cand, cnd), (ref, base)]
                     for w, sink in order:
-                        r = w.request({"op": "rep", "seed": seed})
+                        r = w.request(M.MlxRep(seed=seed))
                         if not r.get("ok"):
                             raise RuntimeError(f"{w.role}: {r.get('error', '')}")
                         sink[seed].extend(float(t) for t in r["times_ns"])
                         method = str(r.get("method", ""))
             for seed in seeds[: p.gates.timed_output_checks]:
                 cp, rp, tp = (workdir / f"timed-{n}-{seed}.npz" for n in ("cand", "ref", "torch"))
-                r = cand.request({"op": "rep", "seed": seed, "out_path": str(cp)})
-                rr = ref.request({"op": "call", "seed": seed, "distribution": "task", "out_path": str(rp),
-                                  "torch_out_path": str(tp)})
+                r = cand.request(M.MlxRep(seed=seed, out_path=str(cp)))
+                rr = ref.request(M.MlxCall(seed=seed, distribution="task", out_path=str(rp), torch_out_path=str(tp)))
                 ok, why, ma, l2 = (check_saved(cp, r["outputs"], tp, rr["torch_outputs"], p, overrides)
                                    if r.get("ok") and rr.get("ok") else (False, "a timed call failed", None, None))
                 checks.append(Check(seed=seed, distribution="task", phase="timed", passed=ok, reason=why,

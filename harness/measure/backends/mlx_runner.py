@@ -30,6 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harness.measure.runner import _messages as M
 from harness.measure.runner._serve import Handler, serve
 from harness.measure.runner._worker import Worker, child_environment
 
@@ -61,6 +62,8 @@ def blas_label(libs: list[str], preloaded: str | None) -> str:
 
 class MlxWorker(Worker):
     """A runner :class:`Worker` whose child is this module; ``blas_path`` is preloaded when given."""
+
+    commands = M.MLX_COMMANDS
 
     def __init__(self, role: Any, config: dict[str, Any], workdir: Path, timeout_s: float,
                  blas_path: str | None, startup_timeout_s: float | None = None) -> None:
@@ -147,9 +150,9 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
         np.savez(path, *[a for a, _ in arrays])
         return [{"shape": list(a.shape), "dtype": name} for a, name in arrays]
 
-    def cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
-        task = load_file(cmd["task_path"], "atb_mlx_task")
-        torch.manual_seed(int(cmd["init_seed"]))
+    def cmd_load(cmd: M.MlxLoad) -> dict[str, Any]:
+        task = load_file(cmd.task_path, "atb_mlx_task")
+        torch.manual_seed(int(cmd.init_seed))
         init_inputs = list(task.get_init_inputs())
         model = task.Model(*init_inputs).eval()
         params = {k: to_mx(v) for k, v in model.state_dict().items()}
@@ -162,7 +165,7 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
             state["fn"] = lambda *xs: fn(params, *xs)
             port = MLX_REFERENCE_FUNCTION
         else:
-            cand = load_file(cmd["candidate_path"], "atb_mlx_candidate")
+            cand = load_file(str(cmd.candidate_path), "atb_mlx_candidate")
             if hasattr(cand, MLX_PORT_FUNCTION):
                 f = getattr(cand, MLX_PORT_FUNCTION)
                 state["fn"] = lambda *xs: f(params, *xs)
@@ -193,35 +196,35 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
         evaluate(out)
         return out
 
-    def cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
-        ts, xs = inputs_for(int(cmd["seed"]), cmd["distribution"])
-        res: dict[str, Any] = {"outputs": save(run(xs), cmd["out_path"])}
+    def cmd_call(cmd: M.MlxCall) -> dict[str, Any]:
+        ts, xs = inputs_for(int(cmd.seed), cmd.distribution)
+        res: dict[str, Any] = {"outputs": save(run(xs), cmd.out_path)}
         if role == "reference":
             with torch.no_grad():
-                res["torch_outputs"] = save(state["model"](*ts), cmd["torch_out_path"])
+                res["torch_outputs"] = save(state["model"](*ts), str(cmd.torch_out_path))
         return res
 
-    def cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
-        seed = int(cmd["seed"])
+    def cmd_prepare(cmd: M.MlxPrepare) -> dict[str, Any]:
+        seed = int(cmd.seed)
         _, xs = inputs_for(seed, "task")
         inner, est = _cpu.calibrate_inner_loop(lambda: run(xs), int(config["warmup_reps"]),
                                                int(config["min_timed_ns"]))
         state["inner"][seed] = inner
         return {"inner": inner, "estimate_ns": est}
 
-    def cmd_rep(cmd: dict[str, Any]) -> dict[str, Any]:
-        seed = int(cmd["seed"])
+    def cmd_rep(cmd: M.MlxRep) -> dict[str, Any]:
+        seed = int(cmd.seed)
         _, xs = inputs_for(seed, "task")
-        block = _cpu.time_block(lambda _rep: run(xs), 1, state["inner"][seed], {0} if cmd.get("out_path") else set())
+        block = _cpu.time_block(lambda _rep: run(xs), 1, state["inner"][seed], {0} if cmd.out_path else set())
         res: dict[str, Any] = {"times_ns": block.times_ns, "wall_ns": block.wall_ns,
                                "timed_total_ns": block.timed_total_ns, "method": "mlx-eval+" + block.method}
-        if cmd.get("out_path"):
-            res["outputs"] = save(block.captured[0], cmd["out_path"])
+        if cmd.out_path:
+            res["outputs"] = save(block.captured[0], cmd.out_path)
         return res
 
     handlers: dict[str, Handler] = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
     reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": getattr(mx, "__version__", "unknown")})
-    serve(handlers, reply, _describe, time_handlers=True)
+    serve(handlers, reply, _describe, commands=M.MLX_COMMANDS, time_handlers=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import os
 import resource
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.measure.timing import _clock  # noqa: F401 - binds the clock before anything else runs
 
@@ -51,7 +51,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from harness.measure.runner._inputs import (TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec,  # noqa: E402
                                             make_inputs, sample_key, unchanged_marks)
-from harness.measure.runner._inputs import FACTORY_INPUTS, make_inputs_noted  # noqa: E402
+from harness.measure.runner._inputs import make_inputs_noted  # noqa: E402
 from harness.measure.runner import _share  # noqa: E402
 from harness.measure.timing import _cpu  # noqa: E402
 from harness.measure.timing._cuda import graph_replays_fitting  # noqa: E402
@@ -59,6 +59,9 @@ from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.measure.timing._clock import time_functions_intact  # noqa: E402
 from harness.measure.runner._serve import Handler, serve  # noqa: E402
 from harness.measure.runner._torch_wrappers import OwnWrappers  # noqa: E402
+
+if TYPE_CHECKING:
+    from harness.measure.runner import _messages as M
 
 BACKEND: str = CONFIG["backend"]
 # this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
@@ -425,18 +428,18 @@ def _restore_watched() -> list[str]:
     return restored
 
 
-def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
-    if ROLE == "reference" and cmd.get("candidate_path"):
+def _cmd_load(cmd: M.Load) -> dict[str, Any]:
+    if ROLE == "reference" and cmd.candidate_path:
         raise PermissionError("the reference process never imports candidate code")
-    task = _import_file(cmd["task_path"], cmd["task_module"])
+    task = _import_file(cmd.task_path, cmd.task_module)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(task, name):
-            raise AttributeError(f"task file {cmd['task_path']} defines no {name}")
+            raise AttributeError(f"task file {cmd.task_path} defines no {name}")
     cls = task.Model
-    if cmd.get("candidate_path"):
-        _CANDIDATE_FILES.add(os.path.abspath(cmd["candidate_path"]))
+    if cmd.candidate_path:
+        _CANDIDATE_FILES.add(os.path.abspath(cmd.candidate_path))
         try:
-            cand = _import_file(cmd["candidate_path"], cmd["candidate_module"])
+            cand = _import_file(cmd.candidate_path, str(cmd.candidate_module))
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure while importing the candidate
@@ -444,15 +447,15 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
         if not hasattr(cand, "ModelNew"):
             raise AttributeError("the candidate defines no class ModelNew")
         cls = cand.ModelNew
-    if cmd.get("tolerances"):
-        S.tolerances = {str(k): {kk: float(vv) for kk, vv in v.items()} for k, v in cmd["tolerances"].items()}
-    S.spread_factor = float(cmd.get("reference_spread_factor", 0.0))
+    if cmd.tolerances:
+        S.tolerances = {str(k): {kk: float(vv) for kk, vv in v.items()} for k, v in cmd.tolerances.items()}
+    S.spread_factor = float(cmd.reference_spread_factor)
     S.large_bytes = int(CONFIG.get("cuda", {}).get("free_cache_above_bytes", 1 << 28))
     S.graph_sets_max_bytes = int(CONFIG.get("cuda", {}).get("graph_static_sets_max_bytes", 1 << 30))
-    torch.manual_seed(int(cmd["init_seed"]))
+    torch.manual_seed(int(cmd.init_seed))
     init = list(task.get_init_inputs())
     reply: dict[str, Any] = {}
-    torch.manual_seed(int(cmd["init_seed"]))
+    torch.manual_seed(int(cmd.init_seed))
     model = cls(*init)
     if isinstance(model, torch.nn.Module):
         model = model.to(DEVICE)
@@ -460,7 +463,7 @@ def _cmd_load(cmd: dict[str, Any]) -> dict[str, Any]:
             reply["estimate_param_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
     S.task, S.model, S.timing_seed, S.sets, S.graphs = task, model, None, None, None
     try:
-        inputs = make_inputs(torch, task.get_inputs, int(cmd["init_seed"]), TASK_DISTRIBUTION,
+        inputs = make_inputs(torch, task.get_inputs, int(cmd.init_seed), TASK_DISTRIBUTION,
                              float(CONFIG["large"]), DEVICE)
         in_bytes = _nbytes(inputs)
         floating = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -547,24 +550,24 @@ def _share_out(tag: str, out: Any, path: str) -> dict[str, Any]:
     return desc
 
 
-def _cmd_call(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_call(cmd: M.Call) -> dict[str, Any]:
     """An untimed call on (seed, distribution). The candidate and start roles share the output with
     the reference child (``share``: a tag); the reference role never writes or shares an output."""
-    seed, dist = int(cmd["seed"]), str(cmd["distribution"])
-    how = str(cmd.get("class_inputs", FACTORY_INPUTS))   # protocol correctness.class_inputs
+    seed, dist = int(cmd.seed), str(cmd.distribution)
+    how = cmd.class_inputs   # protocol correctness.class_inputs
     large = float(CONFIG["large"])
     steps = _Steps()
     inputs, made = make_inputs_noted(torch, S.task.get_inputs, seed, dist, large, DEVICE, how)
     in_bytes = _nbytes(inputs)
     steps.mark("inputs")
-    facts, out = _run_call(inputs, bool(cmd.get("record_ops")),
+    facts, out = _run_call(inputs, bool(cmd.record_ops),
                            lambda: make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE, how))
     facts.update({"seed": seed, "distribution": dist, "inputs": made})
     del inputs
     steps.mark("run")
     if out is not None and ROLE != "reference":
-        path = str(cmd.get("save_path") or os.path.join(os.getcwd(), f"out-{seed}.pt"))
-        facts["share"] = _share_out(str(cmd.get("share", "call")), out, path)
+        path = str(cmd.save_path or os.path.join(os.getcwd(), f"out-{seed}.pt"))
+        facts["share"] = _share_out(cmd.share, out, path)
         facts["output_path"] = path if "path" in facts["share"] else ""
     del out
     steps.mark("share")
@@ -627,7 +630,7 @@ def _judge_with_reference_spread(ref: list[Any], cand: Any, rebuild: Any, first:
             "max_abs_err": check.max_abs_err, "rel_l2": check.rel_l2, "reference_spread": list(spread)}
 
 
-def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_check(cmd: M.Check) -> dict[str, Any]:
     """Reference role only: compute the reference's output for the candidate's input (a seed and
     distribution, or a timed set's spec), read the candidate's shared output and compare them here,
     on the device. Replies with the reference call's facts and the comparison's summary only."""
@@ -636,15 +639,15 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     from harness.measure.correctness import compare_tensors
 
     large = float(CONFIG["large"])
-    if cmd.get("spec") is not None:
-        spec = dict(cmd["spec"])
-        seed, dist = int(cmd.get("seed", 0)), TASK_DISTRIBUTION
+    if cmd.spec is not None:
+        spec = dict(cmd.spec)
+        seed, dist = int(cmd.seed), TASK_DISTRIBUTION
 
         def rebuild() -> list[Any]:
             return inputs_from_spec(torch, S.task.get_inputs, spec, large, DEVICE)
     else:
-        seed, dist = int(cmd["seed"]), str(cmd["distribution"])
-        how = str(cmd.get("class_inputs", FACTORY_INPUTS))   # protocol correctness.class_inputs
+        seed, dist = int(cmd.seed), str(cmd.distribution)
+        how = str(cmd.class_inputs)   # protocol correctness.class_inputs
 
         def rebuild() -> list[Any]:
             return make_inputs(torch, S.task.get_inputs, seed, dist, large, DEVICE, how)
@@ -656,10 +659,10 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     facts.update({"seed": seed, "distribution": dist})
     del inputs
     steps.mark("run")
-    if out is None and cmd.get("skip_on_reference_failure"):
+    if out is None and cmd.skip_on_reference_failure:
         # an input class the reference itself cannot take: the harness's fact (the parent skips the
         # class), never the candidate's; its output is taken off the channel unread
-        _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
+        _share.discard_output(dict(cmd.candidate), _FD_CHANNEL)
         _free_device(in_bytes)
         return {"call": facts, "comparison": {"passed": False, "reference_failed": True,
                                               "reason": str(facts.get("error", ""))[-600:]},
@@ -673,16 +676,16 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     steps.mark("nan_scan")
     if uninformative:
         cmp = {"passed": True, "reason": "uninformative: the reference output has NaN on this input"}
-        _share.discard_output(dict(cmd["candidate"]), _FD_CHANNEL)
+        _share.discard_output(dict(cmd.candidate), _FD_CHANNEL)
     else:
         try:
-            cand = _share.open_output(torch, dict(cmd["candidate"]), _FD_CHANNEL)
+            cand = _share.open_output(torch, dict(cmd.candidate), _FD_CHANNEL)
         except Exception as exc:  # noqa: BLE001 - an unreadable output is a failed comparison
             cand = None
             _share.close_opened()
             cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
                                               f"{str(exc)[:300]}",
-                   "transport_error": "cuda" in cmd["candidate"] or "vmm" in cmd["candidate"]}
+                   "transport_error": "cuda" in cmd.candidate or "vmm" in cmd.candidate}
         steps.mark("open")
         if cand is not None:
             check = compare_tensors(tuple(ref), cand, S.tolerances)
@@ -704,21 +707,21 @@ def _cmd_check(cmd: dict[str, Any]) -> dict[str, Any]:
     return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched(), "steps_s": steps.s}
 
 
-def _cmd_reshare(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_reshare(cmd: M.Reshare) -> dict[str, Any]:
     """Share a held output again as a file: the fallback when the reference child cannot map a CUDA
     IPC handle (e.g. separate PID namespaces under a confinement that forbids it)."""
-    kept = S.shared.get(str(cmd["tag"]))
+    kept = S.shared.get(cmd.tag)
     if kept is None:
-        raise KeyError(f"no shared output is held under {cmd['tag']!r}")
+        raise KeyError(f"no shared output is held under {cmd.tag!r}")
     tensors = _share.kept_tensors(torch, kept)
-    path = str(cmd["path"])
+    path = cmd.path
     torch.save(tuple(t.detach().to("cpu", copy=True) for t in tensors), path)
     return {"share": {"path": path, "n": len(tensors), "fallback": "file"}}
 
 
-def _cmd_release(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_release(cmd: M.Release) -> dict[str, Any]:
     """Drop outputs held for the reference (all of them, or the tags named)."""
-    tags = cmd.get("tags")
+    tags = cmd.tags
     held = 0
     for tag in list(S.shared) if tags is None else [str(t) for t in tags]:
         kept = S.shared.pop(tag, [])
@@ -756,10 +759,10 @@ def _next_sets() -> list[list[Any]]:
     return got
 
 
-def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_prepare(cmd: M.Prepare) -> dict[str, Any]:
     """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
     sets (see :class:`harness.measure.runner._inputs.TimedSets`)."""
-    seed = int(cmd["seed"])
+    seed = int(cmd.seed)
     S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls, S.fp_keys = seed, None, [], [], 0, []
     S.timed_keys = set()
     large = float(CONFIG["large"])
@@ -784,7 +787,7 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
                                                 int(p["min_timed_ns"]))
     _check_timed()
     del cal
-    force_exact = bool(cmd.get("private_inputs"))
+    force_exact = bool(cmd.private_inputs)
     S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner, force_exact=force_exact)
     if S.sets.exact and S.inner * draw_ns > _EXACT_DRAWS_PER_REP_NS:
         # exact sets are one whole get_inputs draw per timed call: a 7 us candidate on a problem whose draw
@@ -798,7 +801,7 @@ def _cmd_prepare(cmd: dict[str, Any]) -> dict[str, Any]:
             "input_hashes_before": fingerprints(torch, S.sets.pool_tensors())}
 
 
-def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_capture(cmd: M.Capture) -> dict[str, Any]:
     """Time this seed by CUDA-graph replay (``graph``: true) or by events (false).
 
     The parent decides for every arm of a verdict together, so candidate and baseline are always timed
@@ -812,7 +815,7 @@ def _cmd_capture(cmd: dict[str, Any]) -> dict[str, Any]:
     S.method = "cuda-events+l2flush"
     seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
     probe_error = ""
-    if BACKEND == "cuda" and bool(cmd.get("graph")):
+    if BACKEND == "cuda" and cmd.graph:
         assert S.sets is not None
         one = _next_sets()[0]
         replays = graph_replays_fitting(_nbytes(one), CONFIG["cuda"], S.graph_sets_max_bytes)
@@ -852,10 +855,10 @@ def _refill_static(rep: int) -> None:
     S.cur = sets   # views into the pool: what the static sets must still equal after the replay
 
 
-def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_block(cmd: M.Block) -> dict[str, Any]:
     t_cmd = _now()   # the whole handling, by the bound clock: the parent's own clock is compared with it
-    reps, offset = int(cmd["reps"]), int(cmd["rep_offset"])
-    capture_global = {int(r) for r in cmd.get("capture", [])}
+    reps, offset = int(cmd.reps), int(cmd.rep_offset)
+    capture_global = {int(r) for r in cmd.capture}
     capture = {r - offset for r in capture_global if offset <= r < offset + reps}
     assert S.sets is not None
     rep_q: dict[int, int] = {}
@@ -911,7 +914,7 @@ def _cmd_block(cmd: dict[str, Any]) -> dict[str, Any]:
         g = offset + r
         spec = S.sets.spec(rep_q[r], S.sets.k - 1)   # the captured output is the repetition's last call
         tag = f"timed-{S.timing_seed}-{g}"
-        share = _share_out(tag, out, os.path.join(cmd.get("save_dir") or os.getcwd(), f"{ROLE}-{tag}.pt"))
+        share = _share_out(tag, out, os.path.join(cmd.save_dir or os.getcwd(), f"{ROLE}-{tag}.pt"))
         timed_outputs.append({"rep": g, "input_seed": _spec_seed(spec), "spec": spec, "share": share,
                               "output_path": str(share.get("path", "")), "tag": tag})
     bt.captured.clear()
@@ -933,7 +936,7 @@ def _spec_seed(spec: dict[str, Any]) -> int:
     return int.from_bytes(h[:8], "big") & ((1 << 62) - 1)
 
 
-def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_reuse_probe(cmd: M.ReuseProbe) -> dict[str, Any]:
     """Call the model twice on one input object, then rewrite that object's contents in place (same
     address, autograd version unchanged) and call it again; the reference checks this last output.
 
@@ -941,10 +944,10 @@ def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
     contents that have changed, and the comparison fails.
     """
     large = float(CONFIG["large"])
-    inputs = make_inputs(torch, S.task.get_inputs, int(cmd["seed_a"]), TASK_DISTRIBUTION, large, DEVICE)
+    inputs = make_inputs(torch, S.task.get_inputs, int(cmd.seed_a), TASK_DISTRIBUTION, large, DEVICE)
     _forward(inputs)
     _forward(inputs)
-    fresh = make_inputs(torch, S.task.get_inputs, int(cmd["seed_b"]), TASK_DISTRIBUTION, large, DEVICE)
+    fresh = make_inputs(torch, S.task.get_inputs, int(cmd.seed_b), TASK_DISTRIBUTION, large, DEVICE)
     with torch.no_grad():
         for dst, src in zip(inputs, fresh):
             if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
@@ -955,14 +958,14 @@ def _cmd_reuse_probe(cmd: dict[str, Any]) -> dict[str, Any]:
     _check_finished(out)
     in_bytes = _nbytes(inputs)
     del inputs
-    path = str(cmd.get("save_path") or os.path.join(os.getcwd(), "reuse.pt"))
+    path = str(cmd.save_path or os.path.join(os.getcwd(), "reuse.pt"))
     share = _share_out("reuse", out, path)
     del out
     _free_device(in_bytes)
     return {"output_path": path if "path" in share else "", "share": share}
 
 
-def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_finish_seed(cmd: M.FinishSeed) -> dict[str, Any]:
     """End a paired seed: the inputs' fingerprints before and after the timed calls, how many
     distinct input sets the timed loop used, and every buffer freed."""
     sets = S.sets
@@ -990,7 +993,7 @@ def _cmd_finish_seed(cmd: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_integrity(cmd: M.Integrity) -> dict[str, Any]:
     import harness.measure.runner._inputs as inputs_mod
 
     checks = {name: _intact(_lookup(name), fn) for name, fn in _ORIGINAL.items()}
@@ -1010,13 +1013,13 @@ def _cmd_integrity(cmd: dict[str, Any]) -> dict[str, Any]:
             "pid": os.getpid()}
 
 
-def _cmd_fingerprint(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_fingerprint(cmd: M.Fingerprint) -> dict[str, Any]:
     from harness.measure.device_facts import local_fingerprint_facts
 
-    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=bool(cmd.get("smi", True)))
+    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=cmd.smi)
 
 
-def _cmd_ceilings(cmd: dict[str, Any]) -> dict[str, Any]:
+def _cmd_ceilings(cmd: M.Ceilings) -> dict[str, Any]:
     from harness.measure.device_facts import measure_ceilings_here
 
     return measure_ceilings_here(torch, BACKEND, CONFIG["ceilings"])
@@ -1066,7 +1069,9 @@ def main() -> None:
             "threads": torch.get_num_threads(), "device": DEVICE,
             "startup_s": {"import_torch": round(_T_TORCH - _T_BEGIN, 3), "device_init": round(_T_DEVICE - _T_TORCH, 3),
                           "to_ready": round(time.monotonic() - _T_BEGIN, 3)}})
-    serve(_HANDLERS, _reply, _describe)
+    from harness.measure.runner._messages import TORCH_COMMANDS   # pydantic: after ready, off the start-up path
+
+    serve(_HANDLERS, _reply, _describe, commands=TORCH_COMMANDS)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Shared by the torch child (``harness.measure.runner._child``) and the MLX child
 (``harness.measure.backends.mlx_runner``) so both speak exactly one protocol: ``exit`` ends the loop, an
-unknown command is a ``protocol`` failure, and a handler that raises becomes a reply with
-``ok: false`` and a ``failure_kind`` the parent maps to a rejection, never a crash of the loop.
+unknown command, or one that is not valid for its model (:mod:`harness.measure.runner._messages`), is a
+``protocol`` failure, and a handler that raises becomes a reply with ``ok: false`` and a ``failure_kind``
+the parent maps to a rejection, never a crash of the loop. A handler receives its command's model.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+if TYPE_CHECKING:
+    from harness.measure.runner._messages import CommandSet
+
+Handler = Callable[[Any], dict[str, Any]]
 
 
 def _arm_stack_dump(after_s: float) -> None:
@@ -39,26 +43,36 @@ def _disarm_stack_dump() -> None:
 
 
 def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
-          describe: Callable[[BaseException], tuple[str, str]], *, time_handlers: bool = False) -> None:
+          describe: Callable[[BaseException], tuple[str, str]], *, commands: CommandSet,
+          time_handlers: bool = False) -> None:
     """Answer commands until ``exit`` or end of input.
 
-    ``describe(exc)`` gives (error text, failure kind) for a handler's exception; MemoryError is always
-    kind ``memory``. With ``time_handlers`` each reply carries ``handler_s``, the handler's wall time.
+    ``commands`` validates each line into its model before the handler sees it. ``describe(exc)`` gives
+    (error text, failure kind) for a handler's exception; MemoryError is always kind ``memory``. With
+    ``time_handlers`` each reply carries ``handler_s``, the handler's wall time.
     """
+    from pydantic import ValidationError
+
     for line in sys.stdin:
         if not line.strip():
             continue
-        cmd = json.loads(line)
-        op = cmd.get("op")
+        raw = json.loads(line)
+        op = raw.get("op") if isinstance(raw, dict) else None
         if op == "exit":
             reply({"ok": True, "op": "exit"})
             return
         handler = handlers.get(str(op))
-        if handler is None:
+        if handler is None or op not in commands.ops:
             reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
             continue
+        try:
+            cmd = commands.parse(raw)
+        except ValidationError as exc:
+            errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or op}: {e['msg']}" for e in exc.errors())
+            reply({"ok": False, "op": op, "error": f"malformed command {op!r}: {errors}", "failure_kind": "protocol"})
+            continue
         t0 = time.monotonic()
-        dump_after = cmd.get("stack_dump_after_s")
+        dump_after = cmd.stack_dump_after_s
         if isinstance(dump_after, (int, float)) and dump_after > 0:
             # the parent kills a child that misses its deadline; the stacks written here just before
             # are how the failure says where the child hung (a CUDA sync, a lock, the candidate's loop)

@@ -19,11 +19,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.measure.evidence import WorkerFailure
 from harness.measure.runner import _confine
+from harness.measure.runner._messages import TORCH_COMMANDS, ChildCommand, CommandSet
 from harness.measure.runner._reaper import OWNER_ENV, claim, owner_token, reap_once
 
 Role = Literal["candidate", "reference", "start"]
@@ -144,6 +146,9 @@ class Worker:
     by ``startup_timeout_s``.
     """
 
+    #: the commands this child answers (the MLX child's worker has its own set)
+    commands: CommandSet = TORCH_COMMANDS
+
     def __init__(self, role: Role, config: dict[str, Any], workdir: Path, timeout_s: float,
                  startup_timeout_s: float | None = None) -> None:
         self.role: Role = role
@@ -256,17 +261,22 @@ class Worker:
         stages.update({k: float(v) for k, v in (self._ready.get("startup_s") or {}).items()})
         return stages
 
-    def request(self, cmd: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+    def request(self, command: ChildCommand | Mapping[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
         """Send one command and return its reply (which may say ``ok: false`` for a caught error).
 
+        ``command`` is one of this child's command models (:mod:`harness.measure.runner._messages`), or
+        a mapping validated into one here, before anything is sent.
+
         Raises:
+            pydantic.ValidationError: ``command`` is not a valid command of this child.
             WorkerDied: the child crashed, exited, hung past the deadline, or replied garbage.
         """
+        typed = self.commands.parse(command)
         if self.failed is not None:
             raise WorkerDied(self.failed)
         self.wait_ready()
         assert self.proc is not None and self.proc.stdin is not None
-        cmd = self._stage(cmd)
+        cmd = self._stage(typed.model_dump(mode="json", exclude_none=True))
         deadline_s = self.timeout_s if timeout_s is None else timeout_s
         # the child dumps every thread's stack to its output shortly before this deadline, so that a
         # request that hangs is reported with where it hung (the tail goes into the failure's detail)
