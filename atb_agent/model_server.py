@@ -134,7 +134,7 @@ def serve(name: str = "smollm2", *, port: int | None = None, threads: int = 1, c
     """
     from harness.engines.llamacpp_build import _version_text, cached_binary, runtime_env
     from harness.engines.llamacpp_model import SMOLLM2_ABOUT, fetch_smollm2
-    from harness.engines.process import free_port, log_tail
+    from harness.measure.serving.process import free_port, log_tail
 
     if name not in SERVED_MODELS:
         raise ModelServerError(f"unknown model {name!r}; models this command serves: {', '.join(SERVED_MODELS)}")

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from harness.engines import (
-    EngineLaunchFailed, EngineNotBuilt, EngineProcess, FlagSpaceError, LaunchSpec, LlamaServerAdapter,
-    SglangAdapter, VllmAdapter, free_port, load_engine_task, parse_config_text, render_config,
+    EngineLaunchFailed, EngineNotBuilt, FlagSpaceError, LaunchSpec, LlamaServerAdapter, SglangAdapter, VllmAdapter,
+    load_engine_task, parse_config_text, render_config,
 )
-from harness.engines.adapter import options_in_help
+from harness.measure.serving.process import EngineProcess, free_port
+from harness.engines.adapters.base import options_in_help
 
 # A stand-in engine: answers 503 on every readiness path until `ready_after` seconds have passed,
 # then 200; /v1/models lists one model. `mode=exit` prints a log line and exits 3 at once.

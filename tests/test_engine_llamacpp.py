@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from harness.engines import (
-    EngineLaunchFailed, EngineProcess, LlamaServerAdapter, build_llama_server, cached_binary, free_port,
-    load_engine_task, make_workload, render_config, run_workload,
+    EngineLaunchFailed, LlamaServerAdapter, build_llama_server, cached_binary, load_engine_task, render_config,
 )
-from harness.engines.trial import prepare_model
+from harness.measure.serving.client import run_workload
+from harness.measure.serving.process import EngineProcess, free_port
 from harness.measure.serving.session import open_engine_session
+from harness.measure.serving.trial import prepare_model
+from harness.measure.serving.workload import make_workload
 from harness.tuning.search import random_search_task
 from harness.tuning.subjects import EngineSubject
 from harness.verdict.engine import evaluate_engine_candidate

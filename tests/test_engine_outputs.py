@@ -1,5 +1,5 @@
 """The output-match gate on a real model: a completion that differs from every default completion counts
-only when it is the default's greedy decode up to near ties (harness.engines.outputs).
+only when it is the default's greedy decode up to near ties (harness.measure.serving.outputs).
 
 The walk is tested against a toy greedy "server" (httpx2 MockTransport speaking llama-server's native
 ``/completion`` with ``n_probs``) whose near ties are known; the gate on plain trial facts; and, where
@@ -13,11 +13,11 @@ import re
 
 import pytest
 
-from harness.engines import EngineProbe, EngineTrial
-from harness.engines.client import RequestResult, WorkloadRun
-from harness.engines.metrics import compute_metrics
-from harness.engines.outputs import Divergence, OutputCheck, check_completion
-from harness.engines.trial import ArmResult
+from harness.engines import EngineProbe
+from harness.measure.serving.client import RequestResult, WorkloadRun
+from harness.measure.serving.metrics import compute_metrics
+from harness.measure.serving.outputs import Divergence, OutputCheck, check_completion
+from harness.measure.serving.trial import ArmResult, EngineTrial
 from harness.verdict.engine import judge_engine_trial as judge_trial
 from harness.records import sha256_text
 from protocol import load_protocol
@@ -198,9 +198,9 @@ def test_real_model_default_passes_and_a_corrupting_config_is_rejected(monkeypat
     request succeeds, the text is not the model's) fails it, and so does the default's text for other
     prompts."""
     _real_model_or_skip()
-    from harness.engines.llamacpp import LlamaServerAdapter
+    from harness.engines.adapters.llamacpp import LlamaServerAdapter
     from harness.engines.task import load_engine_task
-    from harness.engines.trial import run_engine_trial
+    from harness.measure.serving.trial import run_engine_trial
 
     task = load_engine_task("llamacpp-smollm2")
     proto = PROTO.model_copy(update={"engine": PROTO.engine.model_copy(
@@ -228,9 +228,9 @@ def test_real_model_default_passes_and_a_corrupting_config_is_rejected(monkeypat
     from pathlib import Path
     import tempfile
 
-    from harness.engines.outputs import check_completion
-    from harness.engines.trial import _launch, prepare_model
-    from harness.engines.workload import make_workload
+    from harness.measure.serving.outputs import check_completion
+    from harness.measure.serving.trial import _launch, prepare_model
+    from harness.measure.serving.workload import make_workload
 
     monkeypatch.setattr(LlamaServerAdapter, "render_args", render)
     texts = {(run.seed, r.index): r.text for run in same.baseline.runs for r in run.results}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.engines import EngineProbe, EngineTrial, load_engine_task, render_config
-from harness.engines.client import RequestResult, WorkloadRun
-from harness.engines.metrics import compute_metrics
-from harness.engines.trial import ArmResult
+from harness.engines import EngineProbe, load_engine_task, render_config
+from harness.measure.serving.client import RequestResult, WorkloadRun
+from harness.measure.serving.metrics import compute_metrics
+from harness.measure.serving.trial import ArmResult, EngineTrial
 from harness.measure.serving.session import open_engine_session
 from harness.verdict.engine import BASELINE_LABEL, evaluate_engine_candidate, record_engine_trial
 from harness.verdict.engine import judge_engine_trial as judge_trial

@@ -11,8 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from harness.engines import WorkloadSpec, compute_metrics, make_workload, run_workload
-from harness.engines.workload import WORDS
+from harness.engines.workload import WORDS, WorkloadSpec
+from harness.measure.serving.client import run_workload
+from harness.measure.serving.metrics import compute_metrics
+from harness.measure.serving.workload import make_workload
 
 
 class _Server:
@@ -178,7 +180,7 @@ def test_poisson_arrivals_are_spaced_on_the_wire(server: _Server) -> None:
 
 
 def test_unreachable_engine_gives_failed_requests_not_an_exception() -> None:
-    from harness.engines import free_port
+    from harness.measure.serving.process import free_port
 
     run = run_workload(f"http://127.0.0.1:{free_port()}", "tiny", make_workload(SPEC, 1, 3), timeout_s=5)
     assert not any(r.ok for r in run.results)

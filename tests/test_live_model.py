@@ -106,7 +106,7 @@ def test_the_real_model_engine_task_serves_the_cached_gguf() -> None:
     """llamacpp-smollm2 names the cached real model through ``{cache}``: both arms get that file, and
     the trial records its real SHA-256 (the random-weight llamacpp-tiny task stays for fast tests)."""
     from harness.engines import load_engine_task
-    from harness.engines.trial import prepare_model
+    from harness.measure.serving.trial import prepare_model
 
     model = cached_smollm2()
     if model is None:

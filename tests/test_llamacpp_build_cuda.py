@@ -49,7 +49,7 @@ def test_the_cached_cpu_build_reports_its_digest_and_flags() -> None:
 
 
 def test_the_engine_probe_records_the_binary_digest() -> None:
-    from harness.engines.llamacpp import LlamaServerAdapter
+    from harness.engines.adapters.llamacpp import LlamaServerAdapter
 
     binary = cached_binary()
     if binary is None:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.engines._errors import EngineTaskError
-from harness.engines.adapter import ENGINES, EngineAdapter
+from harness.engines.adapters.base import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace
 from harness.engines.tiny_model import TinyModelSpec
 from harness.engines.workload import WorkloadSpec
@@ -88,7 +88,7 @@ class EngineTask(BaseModel):
 
 
 def get_adapter(name: str) -> EngineAdapter:
-    """The adapter for an engine name (looked up in :data:`harness.engines.adapter.ENGINES`).
+    """The adapter for an engine name (looked up in :data:`harness.engines.adapters.base.ENGINES`).
 
     Raises:
         EngineTaskError: no adapter has that name (the message lists the known engines).
@@ -104,9 +104,9 @@ def engine_names() -> list[str]:
 def engine_registry() -> Registry[type[EngineAdapter]]:
     """The engine adapter registry, with the built-in adapters' modules imported (each registers its
     class when imported)."""
-    import harness.engines.llamacpp  # noqa: F401 - imported for its @ENGINES.register
-    import harness.engines.sglang  # noqa: F401
-    import harness.engines.vllm  # noqa: F401
+    import harness.engines.adapters.llamacpp  # noqa: F401 - imported for its @ENGINES.register
+    import harness.engines.adapters.sglang  # noqa: F401
+    import harness.engines.adapters.vllm  # noqa: F401
 
     return ENGINES
 

@@ -1,15 +1,12 @@
-"""The seeded serving workload: which prompts, how long the outputs, and when each request is sent.
+"""The workload an engine task declares (:class:`WorkloadSpec`) and the words its prompts are made of.
 
-A workload is a pure function of (spec, seed): the same pair always gives the same requests at the same
-offsets, so default and candidate configurations see identical traffic at each paired seed. Prompts are
-sequences of words from :data:`WORDS` (each one token in the tiny model's vocabulary, and ordinary
-English for a real model); ``shared_prefix_words`` puts one seeded prefix in front of every prompt of a
-workload so prefix caching and n-gram speculation have something to find.
+Prompts are sequences of words from :data:`WORDS` (each one token in the tiny model's vocabulary, and
+ordinary English for a real model). The seeded requests themselves are drawn when a trial measures
+(:func:`harness.measure.serving.workload.make_workload`); here is only what a task file states.
 """
 
 from __future__ import annotations
 
-import random
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,41 +51,4 @@ class WorkloadSpec(BaseModel):
         return self
 
 
-class RequestSpec(BaseModel):
-    """One request of a workload: what to send and when (seconds after the workload starts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    index: int
-    prompt: str
-    max_tokens: int
-    send_at_s: float = Field(ge=0)
-
-
-class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    seed: int
-    spec: WorkloadSpec
-    requests: list[RequestSpec] = Field(min_length=1)
-
-
-def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
-def make_workload(spec: WorkloadSpec, seed: int, n_requests: int) -> Workload:
-    """The ``n_requests`` requests of ``spec`` at ``seed``: deterministic in (spec, seed, n_requests)."""
-    rng = random.Random(f"atb-workload:{seed}")
-    prefix = _words(rng, spec.shared_prefix_words) + " " if spec.shared_prefix_words else ""
-    t = 0.0
-    out: list[RequestSpec] = []
-    for i in range(n_requests):
-        if spec.arrival == "poisson" and i > 0:
-            assert spec.rate_per_s is not None
-            t += rng.expovariate(spec.rate_per_s)
-        n_words = rng.randint(spec.prompt_words_min, spec.prompt_words_max)
-        out.append(RequestSpec(index=i, prompt=prefix + _words(rng, n_words),
-                               max_tokens=rng.randint(spec.output_tokens_min, spec.output_tokens_max),
-                               send_at_s=round(t, 6)))
-    return Workload(seed=seed, spec=spec, requests=out)
+__all__ = ["WORDS", "WorkloadSpec"]

@@ -7,7 +7,7 @@ default launch (the empty configuration) in the same measurement session: ``base
 candidate requests/s over default requests/s (higher is better, like a kernel speedup), formed here by
 the project's one ratio estimator (:func:`harness.stats.rounds_ratio`, ``ratio_of_means``, one block per
 paired seed), judged by the engine gates of the one registry and decided by
-:func:`harness.verdict.gates.decide_engine_status`. The trial itself (:func:`harness.engines.trial.run_engine_trial`)
+:func:`harness.verdict.gates.decide_engine_status`. The trial itself (:func:`harness.measure.serving.trial.run_engine_trial`)
 only measures.
 
 A configuration that does not fit the flag space, does not launch, crashes, fails requests or changes
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.engines._errors import FlagSpaceError
 from harness.engines.flags import FlagValue, parse_config_text, render_config
 from harness.engines.task import EngineTask, load_engine_task
-from harness.engines.trial import ArmResult, EngineTrial, run_engine_trial
+from harness.measure.serving.trial import ArmResult, EngineTrial, run_engine_trial
 from harness.measure.serving.session import HasSessionId, session_id_of
 from harness.records import GateResult, MeasurementSample, MeasurementSet, Verdict, VerdictStatus
 from harness.stats import RatioEstimate, rounds_ratio

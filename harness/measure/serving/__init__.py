@@ -1,5 +1,8 @@
-"""Measuring a serving engine: the machine's fingerprint and the measurement session of engine trials.
+"""Measuring a serving engine: a trial of a flag configuration against the same engine's default launch.
 
-What a trial measures (both arms' per-seed requests/s, the requests' outcomes, the near-tie output
-checks) is judged in :mod:`harness.verdict.engine`; nothing here forms a ratio or decides a status.
+``trial.py`` runs both arms (``run_engine_trial``) and returns typed facts only: each arm's per-seed
+requests/s (its metrics), every request's outcome, and the near-tie output checks (``outputs.py``);
+``client.py`` sends the seeded ``workload.py`` requests; ``process.py`` launches and pauses the engines;
+``metrics.py`` summarises a run; ``session.py`` fingerprints the machine and opens the store session.
+Nothing here forms a ratio or decides a status: :mod:`harness.verdict.engine` judges the facts.
 """

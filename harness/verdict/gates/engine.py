@@ -4,7 +4,7 @@ They keep a configuration from looking fast for the wrong reason: it must launch
 requests than the protocol allows, and at temperature 0 return the same completions as the default
 launch, at least as long (an engine that truncates or empties its answers does less work); a completion
 that differs from every default completion counts when it is the default's greedy decode up to near ties
-(a real model's batched decoding is not bit-reproducible; see :mod:`harness.engines.outputs`). The default
+(a real model's batched decoding is not bit-reproducible; see :mod:`harness.measure.serving.outputs`). The default
 arm's own failures also fail a gate: a comparison against a broken baseline says nothing. A ratio above
 the protocol's anomaly threshold quarantines the verdict, as for kernels.
 
@@ -24,7 +24,7 @@ from harness.records import GateResult, SubjectKind
 from protocol import Protocol
 
 if TYPE_CHECKING:  # types only: a kernel `atb eval` loads this module and must import no engine code
-    from harness.engines.trial import ArmResult, EngineTrial
+    from harness.measure.serving.trial import ArmResult, EngineTrial
 
 KIND: Final[SubjectKind] = "engine"
 LAUNCH: Final = "engine_launch"
@@ -115,7 +115,7 @@ def _output_match(ev: EngineEvidence, protocol: Protocol) -> GateResult:
     """Each candidate completion must equal a default completion of the same request (any repetition), or
     be the default's greedy decode up to near ties: at every token where it leaves the default's greedy
     path, its token is within ``engine.output_tie_tolerance_nats`` of the best (facts gathered after the
-    timed repetitions, :mod:`harness.engines.outputs`). A completion with neither is unmatched; a failed
+    timed repetitions, :mod:`harness.measure.serving.outputs`). A completion with neither is unmatched; a failed
     request is unmatched; the fraction matched must reach ``engine.output_match_min_fraction``."""
     trial = ev.trial
     assert trial.candidate is not None

@@ -14,7 +14,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.engines.workload import RequestSpec, Workload
+from harness.measure.serving.workload import RequestSpec, Workload
 
 
 class RequestResult(BaseModel):

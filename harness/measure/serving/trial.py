@@ -22,16 +22,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.engines._errors import EngineLaunchFailed, EngineTaskError
-from harness.engines.adapter import EngineProbe
-from harness.engines.client import WorkloadRun, run_workload
+from harness.engines.adapters.base import EngineProbe
+from harness.measure.serving.client import WorkloadRun, run_workload
 from harness.engines.flags import FlagValue
 from harness.engines.llamacpp_build import cache_root
-from harness.engines.metrics import WorkloadMetrics, compute_metrics
-from harness.engines.outputs import OutputCheck, check_completion
-from harness.engines.process import EngineProcess, free_port
+from harness.measure.serving.metrics import WorkloadMetrics, compute_metrics
+from harness.measure.serving.outputs import OutputCheck, check_completion
+from harness.measure.serving.process import EngineProcess, free_port
 from harness.engines.task import EngineTask
 from harness.engines.tiny_model import write_tiny_model
-from harness.engines.workload import make_workload
+from harness.measure.serving.workload import make_workload
 from harness.records import canonical_json, sha256_text
 from protocol import Protocol
 
@@ -89,7 +89,7 @@ class EngineTrial(BaseModel):
     launch_log: str = ""
     output_checks: list[OutputCheck] = Field(
         default_factory=list, description="near-tie checks of the candidate completions that equal no default "
-                                          "completion of the same request (see harness.engines.outputs)")
+                                          "completion of the same request (see harness.measure.serving.outputs)")
 
 
 def prepare_model(task: EngineTask) -> PreparedModel:

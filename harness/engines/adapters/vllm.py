@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from harness.engines.adapter import ENGINES, EngineAdapter
+from harness.engines.adapters.base import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, FlagValue, LessEqual, Requires
 
 _SPEC = "speculative_config"

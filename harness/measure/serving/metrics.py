@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from harness.engines.client import WorkloadRun
+from harness.measure.serving.client import WorkloadRun
 
 PERCENTILES = (50, 90, 99)
 

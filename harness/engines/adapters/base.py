@@ -3,7 +3,7 @@
 An adapter knows four things about its engine and nothing about measurement: the pinned version and
 flag space, how a configuration becomes a launch command, which HTTP paths say "ready", and how to
 read the installed engine's ``--version`` and ``--help`` so every run records which flags existed.
-Launching, waiting and stopping are :mod:`harness.engines.process`'s job, the same for every engine.
+Launching, waiting and stopping are :mod:`harness.measure.serving.process`'s job, the same for every engine.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class EngineAdapter(ABC):
     pinned_version: str
     ready_paths: tuple[str, ...]
     # Whether the engine serves llama-server's native ``/completion`` with ``n_probs``: then a candidate
-    # completion that differs from the default's is checked for near ties (harness.engines.outputs);
+    # completion that differs from the default's is checked for near ties (harness.measure.serving.outputs);
     # otherwise only exact equality counts.
     greedy_check: bool = False
 

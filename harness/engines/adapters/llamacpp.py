@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engines.adapter import ENGINES, EngineAdapter
+from harness.engines.adapters.base import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, LessEqual, Requires
 from harness.engines.llamacpp_build import LLAMA_CPP_PYTHON_VERSION, cached_binary, runtime_env
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.engines.adapter import ENGINES, EngineAdapter
+from harness.engines.adapters.base import ENGINES, EngineAdapter
 from harness.engines.flags import FlagSpace, FlagSpec, LessEqual, Requires
 
 _SPACE = FlagSpace(

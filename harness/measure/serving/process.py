@@ -19,7 +19,7 @@ from types import TracebackType
 import httpx
 
 from harness.engines._errors import EngineLaunchFailed
-from harness.engines.adapter import LaunchSpec
+from harness.engines.adapters.base import LaunchSpec
 
 _POLL_S = 0.1
 _STOP_GRACE_S = 10.0
