@@ -58,6 +58,7 @@ from atb_agent._checkpointer import CheckpointTarget
 from atb_agent._iteration import encode_files, force_submission, measure_submission
 from atb_agent.errors import TunerSpecError
 from atb_agent.evaluation import Evaluator, IterationSink, IterationUsageCounts, VerdictSummary
+from atb_agent.graph._text_protocol import STOP_SEQUENCES, TEXT_PROTOCOL_FENCED_PYTHON_STOP, TEXT_PROTOCOLS
 from atb_agent.graph import (
     PROMPT_SMALL_MODEL, PROMPT_STANDARD, PROMPT_VARIANTS, AgentContext, ExchangeRecorder, SubmissionInbox,
     ToolBoxLike, system_prompt,
@@ -238,7 +239,10 @@ class GraphTuner:
             cap = min(cap, self.served.max_output_tokens)
             if isinstance(getattr(provider, "request_options", None), dict):
                 seed = env.seed if self.request_seed is None else self.request_seed
-                provider.request_options = {"seed": seed, "temperature": self.served.temperature}  # type: ignore[attr-defined]
+                options: dict[str, Any] = {"seed": seed, "temperature": self.served.temperature}
+                if self.text_protocol == TEXT_PROTOCOL_FENCED_PYTHON_STOP:
+                    options["stop"] = list(STOP_SEQUENCES)     # from the header's text_protocol on replay
+                provider.request_options = options  # type: ignore[attr-defined]
         try:
             ctx = AgentContext(
                 provider=provider, toolbox=env.toolbox, inbox=env.inbox, evaluator=env.evaluator,
@@ -254,8 +258,9 @@ class GraphTuner:
                          truncated_calls=state["truncated_calls"])
 
 
-ARM_CONFIG_KEYS = ("system_prompt_suffix",)
-"""What an A/B arm's (or a campaign's) ``config`` may set on the built-in model tuner."""
+ARM_CONFIG_KEYS = ("system_prompt_suffix", "text_protocol")
+"""What an A/B arm's (or a campaign's) ``config`` may set on the built-in model tuner: text appended to
+the system prompt, and (for a model served here) which declared text protocol the run uses."""
 
 
 def with_suffix(prompt: str, suffix: str) -> str:
@@ -266,11 +271,14 @@ def with_suffix(prompt: str, suffix: str) -> str:
 def apply_arm_config(tuner: Tuner, config: dict[str, Any] | None) -> Tuner:
     """Give ``tuner`` what an A/B arm's ``config`` asks of it: ``system_prompt_suffix`` reaches the
     model's system prompt (the built-in graph tuner), so a registered treatment is delivered, not merely
-    stored beside the run.
+    stored beside the run; ``text_protocol`` (one of :data:`TEXT_PROTOCOLS`) replaces the served model's
+    declared text protocol for this run (``fenced-python-stop/1``: every request stops where the first
+    Python block closes). Both are recorded in the transcript header, from which a replay rebuilds them.
 
     Raises:
         TunerSpecError: a key outside :data:`ARM_CONFIG_KEYS`, a non-string suffix, or a suffix on a
-            tuner that has no system prompt to carry it (a third-party tuner).
+            tuner that has no system prompt to carry it (a third-party tuner); an unknown text protocol,
+            or one asked of a tuner whose endpoint is not a model served here by ``atb model serve``.
     """
     config = config or {}
     unknown = sorted(set(config) - set(ARM_CONFIG_KEYS))
@@ -284,6 +292,15 @@ def apply_arm_config(tuner: Tuner, config: dict[str, Any] | None) -> Tuner:
             raise TunerSpecError(f"tuner {getattr(tuner, 'spec', tuner)!r} has no system prompt the harness builds; "
                                  "system_prompt_suffix applies to the built-in model tuners only")
         tuner.system_prompt_suffix = suffix
+    protocol = config.get("text_protocol")
+    if protocol is not None:
+        if protocol not in TEXT_PROTOCOLS:
+            raise TunerSpecError(f"arm config text_protocol {protocol!r} is not known; known: {', '.join(TEXT_PROTOCOLS)}")
+        if not isinstance(tuner, GraphTuner) or tuner.served is None:
+            raise TunerSpecError(f"arm config text_protocol applies to a model served here by `atb model serve` "
+                                 f"(openai:MODEL --base-url of that server); tuner {getattr(tuner, 'spec', tuner)!r} "
+                                 "is not one")
+        tuner.text_protocol = protocol
     return tuner
 
 

@@ -17,6 +17,7 @@ from atb_agent._iteration import encode_files, force_submission, measure_submiss
 from atb_agent.evaluation import IterationUsageCounts, VerdictSummary
 from atb_agent.graph._context import AgentContext
 from atb_agent.graph._prompts import observation
+from atb_agent.graph._text_protocol import TEXT_PROTOCOL_FENCED_PYTHON_STOP
 from atb_agent.graph._state import TunerState, zero_usage
 
 
@@ -48,7 +49,12 @@ def call_model(state: TunerState, runtime: Runtime[AgentContext]) -> dict[str, A
     usage["tokens_out"] += turn.output_tokens
     usage["model_calls"] += 1
     usage["truncated_calls"] += truncated
-    return {"messages": [*state["messages"], turn.assistant_message()],
+    message = turn.assistant_message()
+    if ctx.text_protocol == TEXT_PROTOCOL_FENCED_PYTHON_STOP:
+        # did the server end the reply itself (its stop sequence or end of text), uncut by the cap? Kept
+        # beside the message (no provider sends it) for the text protocol; other runs' state is unchanged
+        message["stopped"] = turn.stop_reason == "stop" and not turn.truncation.truncated
+    return {"messages": [*state["messages"], message],
             "pending_tool_calls": [c.model_dump() for c in turn.tool_calls],
             "model_calls": state["model_calls"] + 1, "truncated_calls": state["truncated_calls"] + truncated,
             "iteration_usage": usage, "transcript_seq": ctx.transcript.next_seq}
@@ -115,7 +121,8 @@ def text_protocol(state: TunerState, runtime: Runtime[AgentContext]) -> dict[str
     from atb_agent.graph._text_protocol import SUBMIT_CALL_ID, WRITE_CALL_ID, candidate_from_text
 
     ctx = runtime.context
-    code = candidate_from_text(state["messages"][-1]["text"]) or ""
+    last = state["messages"][-1]
+    code = candidate_from_text(last["text"], protocol=ctx.text_protocol, stopped=bool(last.get("stopped"))) or ""
     submission: dict[str, Any] | None = None
     calls = [(WRITE_CALL_ID, "write_file", {"content": code, "path": ctx.candidate_file}),
              (SUBMIT_CALL_ID, "submit", {})]
@@ -143,7 +150,9 @@ def after_model(state: TunerState, runtime: Runtime[AgentContext]) -> Literal["r
     if runtime.context.text_protocol:
         from atb_agent.graph._text_protocol import candidate_from_text
 
-        if candidate_from_text(state["messages"][-1].get("text") or "") is not None:
+        last = state["messages"][-1]
+        if candidate_from_text(last.get("text") or "", protocol=runtime.context.text_protocol,
+                               stopped=bool(last.get("stopped"))) is not None:
             return "text_protocol"
     return "submit"
 
