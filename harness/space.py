@@ -21,6 +21,8 @@ every knob is always set.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import math
 import random
 from collections.abc import Collection, Mapping, Sequence
@@ -386,12 +388,13 @@ class SearchSpaceBase(_Frozen):
     #: the error every refusal raises (a kernel space's KnobSpaceError, an engine space's FlagSpaceError)
     error: ClassVar[type[Exception]] = KnobSpaceError
 
+    @abstractmethod
     def knob_list(self) -> Sequence[AnyKnob]:
         """The space's knobs, in draw order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def constraint_list(self) -> list[Constraint]:
-        raise NotImplementedError
+        """The constraints every configuration must satisfy."""
 
     def label(self) -> str:
         """How messages name the space's owner (an engine's name; a kernel space says "knob space")."""

@@ -10,13 +10,13 @@ A reply cut off at the cap is still counted as truncated and its block is never 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from loopback import LoopbackServer, ScriptedTurn
 from loopback.services import ScriptedServices
+from loopback.served import register_served
 from loopback.workspace import MemoryToolBox
 
 from atb_agent.campaign import CampaignSpec, run_campaign
@@ -24,7 +24,7 @@ from atb_agent.graph._text_protocol import (
     STOP_SEQUENCES, SUBMIT_CALL_ID, TEXT_PROTOCOL_FENCED_PYTHON_STOP, WRITE_CALL_ID, candidate_from_text,
 )
 from atb_agent.replay import replay_transcript
-from transcripts import TEXT_PROTOCOL_FENCED_PYTHON, ModelServerData, ModelTurnData, read_transcript
+from transcripts import TEXT_PROTOCOL_FENCED_PYTHON, ModelTurnData, read_transcript
 
 GOOD = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
 STOPPED_REPLY = "Here is the complete candidate.py:\n\n```python\n" + GOOD.rstrip("\n")   # the server cut the fence
@@ -48,24 +48,11 @@ def test_a_closed_block_still_wins_and_an_empty_or_non_python_tail_is_not_a_bloc
     assert "```python" not in "".join(STOP_SEQUENCES)     # an opening fence never matches the stop sequence
 
 
-def _register_served(cache: Path, base_url: str) -> ModelServerData:
-    from atb_agent.model_server import ServerState, state_path
-
-    ident = ModelServerData(name="smollm2", about="loopback stand-in for SmolLM2", gguf_sha256="0" * 64,
-                            gguf_bytes=1, server="loopback", server_version="test", server_argv=["loopback"],
-                            base_url=base_url, max_output_tokens=256, temperature=0.2,
-                            text_protocol=TEXT_PROTOCOL_FENCED_PYTHON)
-    path = state_path("smollm2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(ServerState(pid=os.getpid(), log_path="", started_at=0.0, identity=ident).model_dump_json())
-    return ident
-
-
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
     monkeypatch.setenv("ATB_CACHE_DIR", str(root))
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)      # a served model needs no key
     monkeypatch.delenv("ATB_PROMPT", raising=False)
     return root
 
@@ -75,7 +62,7 @@ def test_stop_protocol_end_to_end_truncation_still_counts_and_replay_is_byte_for
     turns = [ScriptedTurn(text=STOPPED_REPLY),                     # ended by the server's stop: taken
              ScriptedTurn(text=STOPPED_REPLY, truncate=True)]      # cut at the cap: truncated, not taken
     with LoopbackServer(turns) as srv:
-        _register_served(cache, srv.openai_base_url)
+        register_served(cache, srv.openai_base_url)
         summary = run_campaign(CampaignSpec(task="relu", tuner="openai:smollm2", budget=2, seed=3,
                                             store=tmp_path / "atb.sqlite", base_url=srv.openai_base_url,
                                             config={"text_protocol": STOP}, scripted=True),
@@ -105,7 +92,7 @@ def test_the_arm_config_names_a_known_protocol_for_a_served_model_only(cache: Pa
     plain = GraphTuner("openai:m", "openai", "m", lambda *a: None)  # type: ignore[arg-type,return-value]
     with pytest.raises(TunerSpecError, match="served here"):
         apply_arm_config(plain, {"text_protocol": STOP})
-    ident = _register_served(cache, "http://127.0.0.1:9/v1")
+    ident = register_served(cache, "http://127.0.0.1:9/v1")
     served = GraphTuner("openai:smollm2", "openai", "smollm2", lambda *a: None,  # type: ignore[arg-type,return-value]
                         served=ident, text_protocol=ident.text_protocol)
     with pytest.raises(TunerSpecError, match="not known"):

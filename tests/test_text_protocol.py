@@ -7,19 +7,19 @@ replay against the loopback OpenAI server, with the endpoint registered as a mod
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from loopback import LoopbackServer, ScriptedCall, ScriptedTurn
 from loopback.services import ScriptedServices
+from loopback.served import register_served
 from loopback.workspace import MemoryToolBox
 
 from atb_agent.campaign import CampaignSpec, run_campaign
 from atb_agent.graph._text_protocol import SUBMIT_CALL_ID, WRITE_CALL_ID, candidate_from_text, fenced_python_blocks
 from atb_agent.replay import replay_transcript
-from transcripts import TEXT_PROTOCOL_FENCED_PYTHON, ModelServerData, read_transcript
+from transcripts import TEXT_PROTOCOL_FENCED_PYTHON, read_transcript
 
 GOOD = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 0.5 * (1.0 + torch.erf(x / 1.41421356))\n"
 HELPER = "def helper():\n    return 1\n"
@@ -45,29 +45,6 @@ def test_plain_text_and_other_languages_are_not_candidates() -> None:
     assert candidate_from_text("```bash\npython candidate.py\n```") is None
 
 
-def _register_served(cache: Path, base_url: str) -> ModelServerData:
-    """A state file saying `atb model serve` serves smollm2 at ``base_url`` (this process's pid is alive)."""
-    from atb_agent.model_server import ServerState, state_path
-
-    ident = ModelServerData(name="smollm2", about="loopback stand-in for SmolLM2", gguf_sha256="0" * 64,
-                            gguf_bytes=1, server="loopback", server_version="test", server_argv=["loopback"],
-                            base_url=base_url, max_output_tokens=256, temperature=0.2,
-                            text_protocol=TEXT_PROTOCOL_FENCED_PYTHON)
-    path = state_path("smollm2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(ServerState(pid=os.getpid(), log_path="", started_at=0.0, identity=ident).model_dump_json())
-    return ident
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("ATB_CACHE_DIR", str(root))
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)      # a served model needs no key
-    monkeypatch.delenv("ATB_PROMPT", raising=False)
-    return root
-
-
 def _turns() -> list[ScriptedTurn]:
     return [
         # 0: code in plain text, no tool call -> written and submitted by the protocol
@@ -81,10 +58,19 @@ def _turns() -> list[ScriptedTurn]:
     ]
 
 
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ATB_CACHE_DIR", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)      # a served model needs no key
+    monkeypatch.delenv("ATB_PROMPT", raising=False)
+    return root
+
+
 def test_text_protocol_end_to_end_is_recorded_and_replays(cache: Path, tmp_path: Path) -> None:
     services = ScriptedServices()
     with LoopbackServer(_turns()) as srv:
-        ident = _register_served(cache, srv.openai_base_url)
+        ident = register_served(cache, srv.openai_base_url)
         summary = run_campaign(CampaignSpec(task="gelu", tuner="openai:smollm2", budget=3, seed=5,
                                             store=tmp_path / "atb.sqlite",
                                             base_url=srv.openai_base_url, scripted=True),
