@@ -256,15 +256,20 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g), torch.no_grad():
                 outs = [model(*xs) for xs in gpool]
-            times = []
-            for _ in range(max(20, int(min_run_s * 200))):
+            # replays until min_run_s of timed device work and at least 7 replays (at most 50): a slow
+            # reference (a 200x entry's replay of 32 calls takes about a second) costs seconds, not a minute
+            times: list[float] = []
+            spent = 0.0
+            while len(times) < 50 and (len(times) < 7 or spent < min_run_s):
                 flush.zero_()
                 s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s0.record()
                 g.replay()
                 s1.record()
                 torch.cuda.synchronize()
-                times.append(s0.elapsed_time(s1) / 1e3 / len(gpool))
+                replay_s = s0.elapsed_time(s1) / 1e3
+                spent += replay_s
+                times.append(replay_s / len(gpool))
             del outs, g
             return float(statistics.median(times))
 
