@@ -678,6 +678,33 @@ def test_campaign_tables_read_back_as_typed_rows(store_backend: Backend, session
     assert st.preregistrations() == [reg]
 
 
+def test_a_campaign_is_one_model_written_and_read_back(store_backend: Backend, session: str) -> None:
+    """One model of a campaigns row (issue 29 item 5): the recorder builds the store's CampaignRow, the
+    store reads the same model back, and the campaigns layer hands it on unchanged (no second record)."""
+    import harness.tuning.campaigns as campaigns
+    from harness.store import CampaignRow
+    from harness.tuning.campaigns import get_campaign, list_campaigns, summarize
+
+    st = store_backend.store
+    rec = CampaignRecorder.open(st, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=3, budget=2,
+                                session_id=session, config={"backend": "cpu", "knobs": [1, {"a": None}]},
+                                campaign_id="run-one")
+    bare = CampaignRecorder.open(st, PROTO, task_id="relu", kind="kernel", tuner_spec="random", seed=4, budget=1,
+                                 session_id=session, campaign_id="run-bare")
+    assert type(rec.info) is CampaignRow and type(bare.info) is CampaignRow
+    assert st.campaign("run-one") == rec.info and st.campaign("run-bare") == bare.info
+    assert (bare.info.preregistration_id, bare.info.arm, bare.info.config) == (None, None, {})
+    assert (rec.info.protocol_version, rec.info.protocol_sha256) == (REF.version, REF.sha256)
+    assert get_campaign(st, "run-one") == rec.info
+    assert sorted(list_campaigns(st), key=lambda r: r.id) == [bare.info, rec.info]
+    assert summarize(st, "run-one").campaign == rec.info
+    assert CampaignRecorder.resume(st, PROTO, "run-one").info == rec.info
+    assert not hasattr(campaigns, "CampaignInfo")
+    assert list(CampaignRow.model_fields) == [      # one field per stored column, in the table's order
+        "id", "task_id", "kind", "tuner_spec", "seed", "budget", "session_id", "device_sha256",
+        "preregistration_id", "arm", "config", "protocol_version", "protocol_sha256", "created_at"]
+
+
 def test_unrecorded_verdict_task_metadata_and_report_counts(store_backend: Backend, session: str) -> None:
     b = store_backend
     st = b.store

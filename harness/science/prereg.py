@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.errors import HarnessError, IncomparableError
 from harness.records import canonical_json, sha256_text, utc_now
-from harness.store import IngestRejected, ResultStore
-from harness.tuning.campaigns import CampaignInfo, get_outcome, list_campaigns, summarize
+from harness.store import CampaignRow, IngestRejected, ResultStore
+from harness.tuning.campaigns import get_outcome, list_campaigns, summarize
 from harness.tuning.compare import ComparisonResult, compare_runs
 from protocol import Protocol, require_released
 
@@ -227,7 +227,7 @@ def spec_differences(stored: ABSpec, new: ABSpec) -> list[str]:
     return out
 
 
-def claimed_runs(store: ResultStore, reg: Registration) -> list[CampaignInfo]:
+def claimed_runs(store: ResultStore, reg: Registration) -> list[CampaignRow]:
     """Runs claiming ``reg``, each checked against what was registered.
 
     Raises:
@@ -433,7 +433,7 @@ def record_outcome(store: ResultStore, outcome: ABOutcome, protocol: Protocol) -
     return store.add_report("ab_outcome", outcome.registration_id, outcome.model_dump(mode="json"), protocol.ref())
 
 
-def recording_from_store(store: ResultStore, campaign: CampaignInfo, requests: list[bytes],
+def recording_from_store(store: ResultStore, campaign: CampaignRow, requests: list[bytes],
                          responses: list[bytes]) -> ArmRecording:
     """An arm's recording: request/response bytes from its transcript, candidates from the store."""
     cands = summarize(store, campaign.id).candidate_sequence

@@ -3,17 +3,18 @@ and task tables, and the summary of a device's stored ceilings.
 
 Why here and not in ``harness.tuning.campaigns``: the store is the only place that writes SQL (issue 18;
 ``tests/test_sql_in_store.py`` holds every module outside ``harness/store/`` to that), so it reads the
-tables and hands back typed rows; ``harness.tuning.campaigns``, ``harness.science.prereg``, ``harness.tuning.compare``,
-``harness.tuning.reports`` and the sweep turn them into their own records. The store cannot import those
-modules (they import the store), so these rows are its own: one field per stored column, JSON columns
-decoded (``config_json`` -> ``config``, ``detail_json`` -> ``detail``...), nothing computed.
+tables and hands back typed rows; ``harness.science.prereg``, ``harness.tuning.compare``,
+``harness.tuning.reports`` and the sweep turn them into their own records. ``harness.tuning.campaigns``
+keeps no second model of a campaign: :class:`CampaignRow` is its campaign record too. The store cannot
+import those modules (they import the store), so these rows are its own: one field per stored column,
+JSON columns decoded (``config_json`` -> ``config``, ``detail_json`` -> ``detail``...), nothing computed.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.records import SubjectKind
 
@@ -23,7 +24,15 @@ class _Row(BaseModel):
 
 
 class CampaignRow(_Row):
-    """One ``campaigns`` row."""
+    """One ``campaigns`` row: one tuning run, a tuner spending a budget of iterations on one task in one
+    session. The one model of a campaign: the store reads it back and ``harness.tuning.campaigns`` builds
+    it to write one (``CampaignRecorder.open``) and hands it on (``get_campaign``, ``CampaignSummary``).
+
+    ``protocol_version``/``protocol_sha256`` are never None in a stored row: the schema's
+    ``campaigns_protocol_stamp`` rule (``missing_protocol_digest``) refuses a row without them.
+    ``config`` is ``config_json`` decoded; an object when written through the API (the schema checks
+    only that it is JSON, so readers that must not fail on a raw-written row test for a dict).
+    """
 
     id: str
     task_id: str
@@ -33,11 +42,11 @@ class CampaignRow(_Row):
     budget: int
     session_id: str
     device_sha256: str
-    preregistration_id: str | None
-    arm: str | None
-    config: Any                       # config_json decoded: an object when written through the API
-    protocol_version: str | None
-    protocol_sha256: str | None
+    preregistration_id: str | None = None
+    arm: str | None = None
+    config: Any = Field(default_factory=dict)
+    protocol_version: str
+    protocol_sha256: str
     created_at: str
 
 

@@ -14,10 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import IncomparableError
-from harness.store import ResultStore
-from harness.tuning.campaigns import (
-    CampaignInfo, best_so_far, get_campaign, get_iterations, summarize,
-)
+from harness.store import CampaignRow, ResultStore
+from harness.tuning.campaigns import best_so_far, get_campaign, get_iterations, summarize
 from protocol import Protocol, require_released
 
 CompareVerdict = Literal["a_better", "b_better", "within_noise", "uninformative_saturated", "no_usable_result"]
@@ -75,7 +73,7 @@ class ComparisonResult(_Frozen):
     protocol_draft: bool = False          # measured and judged under a draft (unreleased) protocol (issue 27)
 
 
-def check_comparable(a: CampaignInfo, b: CampaignInfo, store: ResultStore) -> None:
+def check_comparable(a: CampaignRow, b: CampaignRow, store: ResultStore) -> None:
     """Refuse a pair of runs that no ratio can honestly relate.
 
     Raises:
@@ -136,7 +134,7 @@ def _baseline_roofline(store: ResultStore, campaign_id: str) -> float | None:
     return max(values) if values else None
 
 
-def _arm(store: ResultStore, info: CampaignInfo, other_best: float | None, noise: float) -> ArmResult:
+def _arm(store: ResultStore, info: CampaignRow, other_best: float | None, noise: float) -> ArmResult:
     s = summarize(store, info.id)
     curve = best_so_far(get_iterations(store, info.id), info.budget)
     return ArmResult(

@@ -6,7 +6,7 @@ Every tuner records through :class:`CampaignRecorder`; readers use :func:`summar
 
 from harness.tuning.campaigns._errors import CampaignError, IterationConflict
 from harness.tuning.campaigns._models import (
-    CampaignInfo, CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
+    CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
 )
 from harness.tuning.campaigns._recorder import CampaignRecorder
 from harness.tuning.campaigns._store import get_campaign, get_iterations, get_outcome, list_campaigns
@@ -14,7 +14,7 @@ from harness.tuning.campaigns._summary import best_so_far, best_usable, summariz
 from harness.tuning.campaigns._usability import REASON_CATEGORIES, assess_usability, reason_category
 
 __all__ = [
-    "REASON_CATEGORIES", "CampaignError", "CampaignInfo", "CampaignOutcome", "CampaignRecorder",
+    "REASON_CATEGORIES", "CampaignError", "CampaignOutcome", "CampaignRecorder",
     "CampaignSummary", "IterationConflict", "IterationRecord", "IterationUsage", "OutcomeStatus",
     "assess_usability", "best_so_far", "best_usable", "get_campaign", "get_iterations", "get_outcome",
     "list_campaigns", "reason_category", "summarize", "truncated_fraction",

@@ -1,4 +1,7 @@
-"""Pydantic records of campaigns, iterations and outcomes, as read back from the store."""
+"""Pydantic records of iterations, outcomes and summaries of campaigns, as read back from the store.
+
+A campaign itself is the store's :class:`harness.store.CampaignRow` (one model of a ``campaigns`` row).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.records import SubjectKind
+from harness.store import CampaignRow
 
 OutcomeStatus = Literal["completed", "infrastructure_defect", "aborted"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CampaignInfo(_Frozen):
-    """One tuning run: a tuner spending a budget of iterations on one task, in one session."""
-
-    id: str
-    task_id: str
-    kind: SubjectKind
-    tuner_spec: str
-    seed: int
-    budget: int
-    session_id: str
-    device_sha256: str
-    protocol_version: str
-    protocol_sha256: str
-    preregistration_id: str | None = None
-    arm: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    created_at: str
 
 
 class IterationUsage(_Frozen):
@@ -76,7 +60,7 @@ class CampaignOutcome(_Frozen):
 class CampaignSummary(_Frozen):
     """What ``atb run`` reports: the candidate sequence, usable count and the best usable speedup."""
 
-    campaign: CampaignInfo
+    campaign: CampaignRow
     iterations_recorded: int
     usable_iterations: int
     candidate_sequence: list[str | None]

@@ -27,10 +27,10 @@ import logging
 from typing import Any
 
 from harness.records import SubjectKind, canonical_json, new_id
-from harness.store import Checkpoint, ResultStore, StoreError
+from harness.store import CampaignRow, Checkpoint, ResultStore, StoreError
 from harness.tuning.campaigns._errors import CampaignError, IterationConflict
 from harness.tuning.campaigns._models import (
-    CampaignInfo, CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
+    CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
 )
 from harness.tuning.campaigns._store import (
     add_campaign, add_outcome, get_campaign, get_iterations, get_outcome, insert_row, now, stamp,
@@ -69,7 +69,7 @@ _RESUME_KEYS = ("task_id", "kind", "tuner_spec", "seed", "budget", "preregistrat
 class CampaignRecorder:
     """Records one campaign in a store under a verified protocol."""
 
-    def __init__(self, store: ResultStore, protocol: Protocol, info: CampaignInfo) -> None:
+    def __init__(self, store: ResultStore, protocol: Protocol, info: CampaignRow) -> None:
         self.store = store
         self.protocol = protocol
         self.info = info
@@ -97,7 +97,7 @@ class CampaignRecorder:
             rec.attach_session(session_id)
             return rec
         session = store.session(session_id)
-        info = CampaignInfo(
+        info = CampaignRow(
             id=campaign_id or new_id("run"), task_id=task_id, kind=kind, tuner_spec=tuner_spec, seed=seed,
             budget=budget, session_id=session_id, device_sha256=session["device_sha256"],
             protocol_version=ref.version, protocol_sha256=ref.sha256, preregistration_id=preregistration_id,

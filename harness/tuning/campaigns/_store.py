@@ -3,8 +3,8 @@
 The tables, and the rules that refuse bad rows (a usable iteration without an accepted verdict, an
 iteration past the budget, a verdict for another task, a registration the store lacks), are in
 ``harness/store/schema.sql``; this module only builds rows and turns the store's typed rows (its read
-methods: ``campaign``, ``campaigns``, ``iterations``, ``campaign_outcome``) into pydantic records; it
-writes no SQL. Every row is written through ``ResultStore.append`` so it takes its place in the store's
+methods: ``iterations``, ``campaign_outcome``) into pydantic records; a campaign is the store's own
+:class:`CampaignRow` (``campaign``, ``campaigns``), read and written as it is. It writes no SQL. Every row is written through ``ResultStore.append`` so it takes its place in the store's
 hash chain.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.records import canonical_json, utc_now
 from harness.store import CampaignRow, NotFound, ResultStore
-from harness.tuning.campaigns._models import CampaignInfo, CampaignOutcome, IterationRecord, IterationUsage
+from harness.tuning.campaigns._models import CampaignOutcome, IterationRecord, IterationUsage
 from protocol import ProtocolRef
 
 
@@ -31,15 +31,7 @@ def stamp(ref: ProtocolRef) -> dict[str, str]:
     return {"protocol_version": ref.version, "protocol_sha256": ref.sha256}
 
 
-def _campaign(r: CampaignRow) -> CampaignInfo:
-    return CampaignInfo(
-        id=r.id, task_id=r.task_id, kind=r.kind, tuner_spec=r.tuner_spec, seed=r.seed, budget=r.budget,
-        session_id=r.session_id, device_sha256=r.device_sha256, protocol_version=r.protocol_version,
-        protocol_sha256=r.protocol_sha256, preregistration_id=r.preregistration_id, arm=r.arm, config=r.config,
-        created_at=r.created_at)
-
-
-def add_campaign(store: ResultStore, info: CampaignInfo) -> None:
+def add_campaign(store: ResultStore, info: CampaignRow) -> None:
     insert_row(store, "campaigns", {
         "id": info.id, "task_id": info.task_id, "kind": info.kind, "tuner_spec": info.tuner_spec,
         "seed": info.seed, "budget": info.budget, "session_id": info.session_id,
@@ -49,16 +41,16 @@ def add_campaign(store: ResultStore, info: CampaignInfo) -> None:
         "created_at": info.created_at})
 
 
-def get_campaign(store: ResultStore, campaign_id: str) -> CampaignInfo:
+def get_campaign(store: ResultStore, campaign_id: str) -> CampaignRow:
     """Raises NotFound naming the store when there is no such campaign."""
     row = store.campaign(campaign_id)
     if row is None:
         raise NotFound(f"no campaign (run) {campaign_id!r} in {store.path}; `atb run` prints run ids")
-    return _campaign(row)
+    return row
 
 
-def list_campaigns(store: ResultStore, *, preregistration_id: str | None = None) -> list[CampaignInfo]:
-    return [_campaign(r) for r in store.campaigns(preregistration_id)]
+def list_campaigns(store: ResultStore, *, preregistration_id: str | None = None) -> list[CampaignRow]:
+    return store.campaigns(preregistration_id)
 
 
 def get_iterations(store: ResultStore, campaign_id: str) -> list[IterationRecord]:
