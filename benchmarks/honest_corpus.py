@@ -124,7 +124,7 @@ def protocol_facts() -> tuple[str, int]:
 
 # ----------------------------------------------------------------------------------- independent child
 def independent_child(task_path: Path, cand_path: Path, device: str, threads: int, min_run_s: float,
-                      rounds: int = 5, graph: bool = False) -> int:
+                      rounds: int = 5, graph: bool = False, hot_graph: bool = True) -> int:
     """Runs in its own process: time the reference and the candidate on the problem's get_inputs.
 
     Reference first (before the candidate is imported, so nothing the candidate does at import can touch
@@ -275,7 +275,14 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
 
         # rounds of (reference, candidate) blocks: each round's ratio pairs two adjacent blocks, so a load
         # that drifts on a shared host moves both; the first reference block runs before the candidate exists
-        ref_times, cand_times, ref_rot, cand_rot = [time_s(ref)], [], [], []
+        # a graph-timed entry's comparison is the cold graph over distinct sets: the hot do_bench_cudagraph
+        # figure (one round, kept for the record unless --no-hot-graph) captures thousands of calls per
+        # measurement, which cost 20-50 s of device time per entry on the H200 when it ran every round
+        hot_rounds = (1 if hot_graph else 0) if gpool else rounds
+        ref_times: list[float] = [time_s(ref)] if hot_rounds else []
+        cand_times: list[float] = []
+        ref_rot: list[float | None] = []
+        cand_rot: list[float | None] = []
         rotating = time_rotating_s if pool else (time_cold_graph_s if gpool else None)
         cold_error = ""
 
@@ -297,10 +304,6 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
         torch.manual_seed(1)
         new = cand_mod.ModelNew(*init)
         new = new.to(dev) if isinstance(new, torch.nn.Module) else new
-        # a graph-timed entry's comparison is the cold graph over distinct sets: the hot do_bench_cudagraph
-        # figure (one round, kept for the record) captures thousands of calls per measurement, which cost 20-50 s
-        # of device time per entry on the H200 when it ran every round
-        hot_rounds = 1 if gpool else rounds
         for r in range(rounds):
             if r:
                 restore_flags()
@@ -314,8 +317,16 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
             cand_flags["cudnn.benchmark"] = torch.backends.cudnn.benchmark
             if rotating is not None:
                 cand_rot.append(rot_s(new))
+        if gpool and not hot_rounds:
+            if rotating is None:   # the cold graph could not be captured: the hot figure is all there is
+                restore_flags()
+                ref_times.append(time_s(ref))
+                cand_times.append(time_s(new))
+            else:
+                res["method"] = "cold graph only (--no-hot-graph)"
         per_round = [rt / ct for rt, ct in zip(ref_times, cand_times)]
-        res.update({"rounds": rounds, "round_ratios": per_round, "ratio": statistics.median(per_round)})
+        res.update({"rounds": rounds, "round_ratios": per_round,
+                    "ratio": statistics.median(per_round) if per_round else None})
         rot = [rt / ct for rt, ct in zip(ref_rot, cand_rot) if rt and ct]
         if rot and rotating is not None:
             res.update({"rotating_sets": len(pool or gpool), "reference_rotating_s": ref_rot,
@@ -337,13 +348,16 @@ def independent_child(task_path: Path, cand_path: Path, device: str, threads: in
 
 
 def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: float, min_run_s: float,
-                graph: bool = False) -> dict[str, Any]:
+                graph: bool = False, rounds: int = 5, hot_graph: bool = True) -> dict[str, Any]:
     """The independent ratio in a fresh process; ``graph``: the harness timed this entry by CUDA-graph replay,
     so the independent side times device work too (``do_bench_cudagraph``)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_independent", entry["candidate"], "--task-file",
-           entry["task_path"], "--device", device, "--threads", str(threads), "--min-run-s", str(min_run_s)]
+           entry["task_path"], "--device", device, "--threads", str(threads), "--min-run-s", str(min_run_s),
+           "--independent-rounds", str(rounds)]
     if graph:
         cmd.append("--graph")
+    if not hot_graph:
+        cmd.append("--no-hot-graph")
     env = {**child_env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     code, out, err, wall = run_bounded(cmd, timeout_s, env, ROOT)
     found = [ln for ln in out.splitlines() if ln.startswith(MARK)]
@@ -450,7 +464,8 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
         row["caught_by_any_gate"] = held
         return row
     graph = args.device == "cuda" and str(row.get("timing_method") or "").startswith("cuda-graph")
-    ind = independent(entry, args.device, threads, args.independent_timeout_s, args.min_run_s, graph=graph)
+    ind = independent(entry, args.device, threads, args.independent_timeout_s, args.min_run_s, graph=graph,
+                      rounds=args.independent_rounds, hot_graph=not args.no_hot_graph)
     row["independent"] = ind
     row["independent_ratio"] = ind.get("ratio")
     row["independent_method"] = ind.get("method")
@@ -640,6 +655,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--per-entry-timeout-s", type=float, default=300.0)
     p.add_argument("--independent-timeout-s", type=float, default=240.0)
     p.add_argument("--min-run-s", type=float, default=0.25, help="independent timer: seconds per timing")
+    p.add_argument("--independent-rounds", type=int, default=5,
+                   help="independent timer: rounds of (reference, candidate) blocks; the ratio is their median")
+    p.add_argument("--no-hot-graph", action="store_true",
+                   help="graph-timed entries: skip the hot do_bench_cudagraph round (kept only for the record; "
+                        "about 15 s of device time per entry); the cold graph over distinct sets is the comparison")
     p.add_argument("--time-budget-s", type=float, default=None, help="stop starting entries after this many seconds")
     p.add_argument("--no-review", action="store_true",
                    help="leave quarantined verdicts quarantined (default: run the extended pass, as the red-team test does)")
@@ -656,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.independent is not None:
         return independent_child(args.task_file, args.independent, args.device, args.threads, args.min_run_s,
-                                 graph=args.graph)
+                                 rounds=args.independent_rounds, graph=args.graph, hot_graph=not args.no_hot_graph)
     if args.review is not None:
         return review_child(args.review, str(args.task_file), args.candidate_file, args.device, args.db)
     out: Path = args.out or RESULTS / f"honest_{args.device}.jsonl"
