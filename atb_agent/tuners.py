@@ -258,9 +258,10 @@ class GraphTuner:
                          truncated_calls=state["truncated_calls"])
 
 
-ARM_CONFIG_KEYS = ("system_prompt_suffix", "text_protocol")
+ARM_CONFIG_KEYS = ("system_prompt_suffix", "text_protocol", "prompt")
 """What an A/B arm's (or a campaign's) ``config`` may set on the built-in model tuner: text appended to
-the system prompt, and (for a model served here) which declared text protocol the run uses."""
+the system prompt, (for a model served here) which declared text protocol the run uses, and which
+prompt variant (:data:`atb_agent.graph.PROMPT_VARIANTS`) it reads."""
 
 
 def with_suffix(prompt: str, suffix: str) -> str:
@@ -273,12 +274,16 @@ def apply_arm_config(tuner: Tuner, config: dict[str, Any] | None) -> Tuner:
     model's system prompt (the built-in graph tuner), so a registered treatment is delivered, not merely
     stored beside the run; ``text_protocol`` (one of :data:`TEXT_PROTOCOLS`) replaces the served model's
     declared text protocol for this run (``fenced-python-stop/1``: every request stops where the first
-    Python block closes). Both are recorded in the transcript header, from which a replay rebuilds them.
+    Python block closes); ``prompt`` (one of :data:`PROMPT_VARIANTS`) replaces the run's prompt variant
+    (for a served model, ``small-model/1`` or ``$ATB_PROMPT``; ``small-model/2``: a short observation
+    after a rejected candidate). All are recorded in the transcript header, from which a replay rebuilds
+    them; in an A/B spec they are part of the registered digest.
 
     Raises:
         TunerSpecError: a key outside :data:`ARM_CONFIG_KEYS`, a non-string suffix, or a suffix on a
             tuner that has no system prompt to carry it (a third-party tuner); an unknown text protocol,
-            or one asked of a tuner whose endpoint is not a model served here by ``atb model serve``.
+            or one asked of a tuner whose endpoint is not a model served here by ``atb model serve``; an
+            unknown prompt variant, or one asked of a tuner whose prompt the harness does not build.
     """
     config = config or {}
     unknown = sorted(set(config) - set(ARM_CONFIG_KEYS))
@@ -301,6 +306,14 @@ def apply_arm_config(tuner: Tuner, config: dict[str, Any] | None) -> Tuner:
                                  f"(openai:MODEL --base-url of that server); tuner {getattr(tuner, 'spec', tuner)!r} "
                                  "is not one")
         tuner.text_protocol = protocol
+    variant = config.get("prompt")
+    if variant is not None:
+        if variant not in PROMPT_VARIANTS:
+            raise TunerSpecError(f"arm config prompt {variant!r} is not a prompt variant; known: {', '.join(PROMPT_VARIANTS)}")
+        if not isinstance(tuner, GraphTuner):
+            raise TunerSpecError(f"tuner {getattr(tuner, 'spec', tuner)!r} has no prompt the harness builds; "
+                                 "prompt applies to the built-in model tuners only")
+        tuner.prompt = variant
     return tuner
 
 

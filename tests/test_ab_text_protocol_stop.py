@@ -105,7 +105,9 @@ def test_the_shipped_example_runs_both_arms_under_the_stop_protocol_and_differs_
     from harness.science.prereg import load_spec
 
     spec = load_spec(EXAMPLE)
-    assert spec.control.config == {"text_protocol": STOP}
-    assert {k: v for k, v in spec.treatment.config.items() if k != "system_prompt_suffix"} == {"text_protocol": STOP}
+    both = {"text_protocol": STOP, "prompt": "small-model/2"}     # the short observation after a rejection
+    assert spec.id == "example-smollm2-ab-3"                       # ids -1 and -2 are spent (registered, run)
+    assert spec.control.config == both
+    assert {k: v for k, v in spec.treatment.config.items() if k != "system_prompt_suffix"} == both
     assert spec.treatment_marker in spec.treatment.config["system_prompt_suffix"]
     assert (spec.budget, spec.seeds) == (3, [1, 2])
