@@ -4,6 +4,9 @@
 # that model as the LLM tuner (through the official OpenAI SDK) on the same native task with the same
 # budget; record the live transcript, replay it byte-for-byte with `atb replay`, compare the arms and
 # write the report. The LLM arm is a 135M model served locally: a weak tuner, every path real.
+# Then the pre-registered A/B on the same served model (protocol/preregistrations/example-smollm2-ab.yaml:
+# preflight, registration, 2 seeds x budget 3 per arm, treatment-delivery check, decision, report in
+# OUT_DIR/ab/), and every transcript of both arms replayed byte-for-byte.
 #   bash scripts/demo.sh [OUT_DIR]        (default out/demo)
 # ATB_DEMO_SKIP_SETUP=1 skips setup (benchmarks/bench_demo.py times the job after set-up).
 set -euo pipefail
@@ -16,6 +19,10 @@ SEED=${ATB_DEMO_SEED:-1}
 mkdir -p "$OUT"
 DB="$OUT/atb.sqlite"
 rm -rf "$DB" "$DB-wal" "$DB-shm" "$OUT/transcripts" "$OUT/checkpoints.sqlite"
+AB_SPEC=protocol/preregistrations/example-smollm2-ab.yaml
+AB_OUT="$OUT/ab"
+rm -rf "$AB_OUT"        # a fresh store: the A/B registers its id there
+mkdir -p "$AB_OUT/replay"
 atb=.venv/bin/atb
 # one field of a --json answer; a failed command's error line goes to stderr and the job stops
 field() { .venv/bin/python -c '
@@ -55,6 +62,40 @@ $atb compare "$RANDOM_RUN" "$LLM_RUN" --db "$DB" | tee "$OUT/compare.txt"
 $atb compare "$RANDOM_RUN" "$LLM_RUN" --db "$DB" --json > "$OUT/compare.json"
 step "report"
 $atb report "$RANDOM_RUN" "$LLM_RUN" --db "$DB" --out "$OUT"
+step "pre-registered A/B on the served model: $AB_SPEC (control vs treatment, 2 seeds x budget 3)"
+AB_RC=0
+$atb ab "$AB_SPEC" --base-url "$BASE_URL" --db "$AB_OUT/atb.sqlite" --out "$AB_OUT" --json \
+  > "$AB_OUT/ab.json" 2> "$AB_OUT/ab.log" || AB_RC=$?
+cat "$AB_OUT/ab.log" >&2
+if [[ $AB_RC != 0 ]]; then
+  echo "demo: step failed: atb ab exited with status $AB_RC: $(cat "$AB_OUT/ab.json")" >&2
+  exit "$AB_RC"
+fi
+.venv/bin/python - "$AB_OUT/ab.json" >&2 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"   decision: {r['status']} ({r['explanation']}); treatment delivered: {r['delivery']['delivered']}")
+for s in r["seeds"]:
+    c = s["comparison"]
+    print(f"   seed {s['seed']}: {s['detail']}; truncated fraction control {c['a']['truncated_fraction']}, "
+          f"treatment {c['b']['truncated_fraction']}")
+PY
+step "replay of the A/B's transcripts (both arms), byte-for-byte"
+for t in "$AB_OUT"/transcripts/*.jsonl; do
+  $atb replay "$t" --json > "$AB_OUT/replay/$(basename "$t" .jsonl).json" 2>> "$AB_OUT/replay/replay.log" || {
+    cat "$AB_OUT/replay/replay.log" >&2; echo "demo: step failed: atb replay $t" >&2; exit 1; }
+done
+.venv/bin/python - "$AB_OUT"/replay/*.json >&2 <<'PY'
+import json, sys
+bad = []
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    print(f"   {path.rsplit('/', 1)[-1]}: ok={r['ok']}, {r['requests_identical']}/{r['model_calls']} requests identical, "
+          f"verdicts reproduced={r['verdicts_reproduced']}")
+    bad += [] if r["ok"] else [path]
+if len(sys.argv) != 5 or bad:
+    sys.exit(f"demo: step failed: {len(sys.argv) - 1} A/B transcripts replayed (4 expected); not byte-for-byte: {bad}")
+PY
 step "replay: waiting for it"
 REPLAY_RC=0
 wait "$REPLAY_PID" || REPLAY_RC=$?
@@ -74,3 +115,4 @@ if not r["ok"]:
 PY
 step "done"
 echo "report: $OUT/report.html (runs $RANDOM_RUN random, $LLM_RUN live SmolLM2-135M served locally; transcript $OUT/live-transcript.jsonl)"
+echo "A/B report: $AB_OUT/report.html (decision in $AB_OUT/ab.json; replays in $AB_OUT/replay/)"
