@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from transcripts import EndData, HeaderData, StoreCheckpointRef, TranscriptWriter, read_transcript
 
@@ -40,8 +40,8 @@ from atb_agent.tuners import (
 from harness.records import utc_now
 
 if TYPE_CHECKING:
-    from harness.store import SqliteStore
-from harness.tuning.subjects import Subject, load_subject
+    from harness.store import ResultStore
+from harness.tuning.subjects import load_subject
 
 
 @dataclass
@@ -53,17 +53,17 @@ class CampaignPaths:
 TRANSCRIPTS_ENV = "ATB_TRANSCRIPTS_DIR"
 
 
-def open_results_store(url: str | Path) -> SqliteStore:
+def open_results_store(url: str | Path) -> ResultStore:
     """The results store ``url`` names (a SQLite path or ``sqlite:///PATH``, or ``postgresql://...``),
-    typed as the SQLite store the campaign code takes: ``PostgresStore`` is its subclass, overriding only
-    the plumbing, so every campaign function works on either.
+    typed as the one store protocol the campaign code takes (``SqliteStore`` and ``PostgresStore`` are
+    siblings behind it).
 
     Raises:
         StoreError: an unknown scheme, an unreachable server, a file that cannot be opened.
     """
     from harness.store import open_store
 
-    return cast("SqliteStore", open_store(url))
+    return open_store(url)
 
 
 def transcripts_home(store: str | Path, transcripts_dir: Path | str | None = None) -> Path:

@@ -26,16 +26,6 @@ SCANNED = ("atb_agent", "tools", "sandbox", "harness", "protocol", "transcripts"
 STORE = ROOT / "harness" / "store"
 CONSTRUCTORS = frozenset({"SqliteStore", "PostgresStore"})
 
-# Test files whose move to open_store is done in the working tree but not yet committed, because each also
-# holds another helper's uncommitted edits (issue 29 item 1, the engine stack moving out of harness/engines/)
-# that must not be committed with it. Skipped until those edits land; then delete this set (each file in the
-# working tree already opens its stores with open_store, which the scan confirms once the set is empty).
-PENDING_COMMIT: frozenset[str] = frozenset({
-    "tests/test_agent_engine.py", "tests/test_compile_candidates.py", "tests/test_device_evidence.py",
-    "tests/test_engine_llamacpp.py", "tests/test_engine_verdict.py", "tests/test_evaluate_native.py",
-    "tests/test_protocol_draft.py", "tests/test_verify_verdict.py",
-})
-
 
 def constructions(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
     """(line, class name) of every call of a store class in ``source``."""
@@ -59,12 +49,38 @@ def test_no_store_constructed_outside_the_store() -> None:
     offenders = []
     for path in _modules():
         rel = path.relative_to(ROOT).as_posix()
-        if rel in PENDING_COMMIT:
-            continue
         offenders += [f"{rel}:{line}: {name}(...)"
                       for line, name in constructions(path.read_text(encoding="utf-8"), rel)]
     assert not offenders, ("a results store constructed outside harness/store/ (use harness.store.open_store(url), "
                            "or open_read_only(url) where nothing may be written):\n" + "\n".join(offenders))
+
+
+def casts(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
+    """(line, class name) of every ``cast(<a store class>, ...)`` in ``source`` (by name or as a string)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) != "cast":
+            continue
+        target = node.args[0]
+        name = target.id if isinstance(target, ast.Name) else target.value if isinstance(target, ast.Constant) else None
+        if name in CONSTRUCTORS:
+            found.append((node.lineno, str(name)))
+    return found
+
+
+def test_no_store_is_cast_to_a_concrete_class() -> None:
+    """What a caller needs of a store is a ``ResultStore`` method: a ``cast`` to ``SqliteStore`` would reach
+    past the protocol (and lie about a PostgreSQL store)."""
+    offenders = []
+    for path in _modules():
+        rel = path.relative_to(ROOT).as_posix()
+        offenders += [f"{rel}:{line}: cast({name!r}, ...)" for line, name in casts(path.read_text(encoding="utf-8"), rel)]
+    assert not offenders, "a store cast to a concrete class (type it as ResultStore):\n" + "\n".join(offenders)
+    assert casts('cast("SqliteStore", open_store(u))\ntyping.cast(PostgresStore, s)\ncast(ResultStore, s)\n') == [
+        (1, "SqliteStore"), (2, "PostgresStore")]
 
 
 def test_the_scan_reads_the_tests_and_the_benchmarks() -> None:
