@@ -602,12 +602,14 @@ def setup(args: argparse.Namespace) -> int:
         _install_payload(kit, manifest)
     model_path = _assemble_model(kit, manifest)
     model = None
-    if model_path is not None and (kit / f"done-payload-{manifest['kit_id']}").exists():
+    if model_path is not None and (kit / f"done-payload-{manifest['kit_id']}").exists() and not args.no_serve:
         model = _serve(kit, args.repo, args.threads)
         if not args.no_sandbox_probe:
             _probe_sandbox(kit, args.repo)
     _write_env_sh(kit, model)
     state = "READY" if model is not None else f"waiting for part(s) {', '.join(map(str, missing_parts))} of {manifest['parts']}"
+    if model is None and model_path is not None and args.no_serve:
+        state = f"READY, model at {model_path} (not served: --no-serve)"
     say(f"kit {manifest['kit_id']}: {state} ({time.perf_counter() - t0:.1f} s); now: . {kit}/env.sh")
     return 0
 
@@ -635,6 +637,93 @@ def ready(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- llama.cpp source (issue 30)
+# The CUDA llama-server is built on the GPU machine (nvcc there, none here) from the same llama-cpp-python sdist
+# as the CPU one. The sdist is 73 MiB; llama.cpp's tree in it without what a server build never reads (the
+# models/ vocabularies of its tests, docs, media, tests, examples, gguf-py, conversion) is 7.4 MiB as tar.xz:
+# one small call's carry. `pack-llama-src` makes it here, `unpack-llama-src` puts it there where
+# harness.engines.llamacpp_build.build_llama_server(accelerator="cuda") finds an extracted tree.
+LLAMA_SRC_FORMAT = "atb-llama-src/1"
+LLAMA_SRC = "llama-src.tar.xz"
+LLAMA_SRC_DROP = ("models", "docs", "media", "benches", "tests", "examples", "pocs", "gguf-py", "conversion")
+
+
+def pack_llama_src(args: argparse.Namespace) -> int:
+    """Here: the trimmed llama.cpp tree of the cached sdist, as ``OUT/llama-src/llama-src.tar.xz`` + manifest."""
+    sys.path.insert(0, str(ROOT))
+    from harness.engines.llamacpp_build import version_dir
+
+    work = version_dir(LLAMA_SERVER_VERSION) / "work"
+    tree = work / f"llama_cpp_python-{LLAMA_SERVER_VERSION}" / "vendor" / "llama.cpp"
+    sdist = work / f"llama_cpp_python-{LLAMA_SERVER_VERSION}.tar.gz"
+    if not (tree / "CMakeLists.txt").is_file():
+        raise SystemExit(f"no extracted llama.cpp tree at {tree}: run `atb engine build llama-cpp` first")
+    out: Path = args.out / "llama-src"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.out.resolve().is_relative_to(ROOT.resolve()):
+        ensure_excluded(ROOT, "/" + str(args.out.resolve().relative_to(ROOT.resolve())) + "/")
+    drop = {f"llama.cpp/{d}" for d in LLAMA_SRC_DROP}
+
+    def keep(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if any(ti.name == d or ti.name.startswith(d + "/") for d in drop) or "/.git" in ti.name:
+            return None
+        ti.uid = ti.gid = 0
+        ti.uname = ti.gname = "root"
+        return ti
+
+    target = out / LLAMA_SRC
+    tmp = target.with_suffix(".partial")
+    say(f"packing {tree} without {', '.join(LLAMA_SRC_DROP)} (xz -6; about a minute)")
+    with lzma.open(tmp, "wb", preset=6) as raw, tarfile.open(fileobj=raw, mode="w") as tar:  # type: ignore[call-overload]
+        tar.add(str(tree), arcname="llama.cpp", filter=keep)
+    tmp.replace(target)
+    manifest: dict[str, Any] = {"format": LLAMA_SRC_FORMAT, "llama_cpp_python": LLAMA_SERVER_VERSION, "file": LLAMA_SRC,
+                "bytes": target.stat().st_size, "sha256": sha256_file(target), "dropped": list(LLAMA_SRC_DROP),
+                "sdist_sha256": sha256_file(sdist) if sdist.is_file() else None,
+                "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tree_bytes = travelling_tree_bytes(ROOT)
+    total = manifest["bytes"] + tree_bytes
+    rel = out.resolve().relative_to(ROOT.resolve()) if out.resolve().is_relative_to(ROOT.resolve()) else out
+    print(f"{rel}: {mib(manifest['bytes'])} + working tree {mib(tree_bytes)} = {mib(total)} of 64 MiB "
+          f"({'ok' if total <= CARRY_LIMIT else 'OVER THE LIMIT'}); carry [\"{rel}\"]")
+    return 0 if total <= CARRY_LIMIT else 1
+
+
+def unpack_llama_src(args: argparse.Namespace) -> int:
+    """(device) Check the carried tree's SHA-256 and extract it where the CUDA build looks for it (under
+    ``$ATB_CACHE_DIR``, the kit's cache when env.sh is sourced). Idempotent: an extracted tree is kept."""
+    src: Path = args.src / "llama-src"
+    cache = Path(os.environ.get("ATB_CACHE_DIR") or Path(args.kit) / "cache")
+    dest = (cache / "llama-server" / f"{LLAMA_SERVER_VERSION}-cuda-sm{args.cuda_arch}" / "work"
+            / f"llama_cpp_python-{LLAMA_SERVER_VERSION}" / "vendor")
+    if (dest / "llama.cpp" / "CMakeLists.txt").is_file():
+        say(f"llama.cpp tree already at {dest / 'llama.cpp'}")
+        return 0
+    manifest_path = src / "MANIFEST.json"
+    if not manifest_path.is_file():
+        say(f"no {manifest_path}: carry .kit/llama-src (made here by `device_kit.py pack-llama-src`)")
+        return 2
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("format") != LLAMA_SRC_FORMAT:
+        raise SystemExit(f"{manifest_path} is not a {LLAMA_SRC_FORMAT} manifest")
+    archive = src / manifest["file"]
+    digest = sha256_file(archive)
+    if digest != manifest["sha256"]:
+        raise SystemExit(f"{archive}: SHA-256 {digest[:16]}… is not the manifest's {manifest['sha256'][:16]}…")
+    staging = dest.with_name("vendor.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    t0 = time.perf_counter()
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(staging, filter="data")
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+    say(f"extracted llama.cpp ({mib(manifest['bytes'])} carried) to {dest / 'llama.cpp'} in "
+        f"{time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 # ----------------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -659,10 +748,21 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)),
                    help="llama-server generation threads (default: half the cores, at most 8)")
     s.add_argument("--no-sandbox-probe", action="store_true")
+    s.add_argument("--no-serve", action="store_true",
+                   help="install and assemble only: start no model server and no sandbox (the GPU engine arm, "
+                        "issue 30, launches its own llama-server)")
     s.set_defaults(handler=setup)
     r = sub.add_parser("ready", help="(device) exit 0 when the model answers and the sandbox started")
     r.add_argument("--kit", type=Path, default=Path(os.environ.get("ATB_KIT_DIR", DEFAULT_KIT_DIR)))
     r.set_defaults(handler=ready)
+    ls = sub.add_parser("pack-llama-src", help="pack llama.cpp's source (trimmed) for the CUDA build on the device")
+    ls.add_argument("--out", type=Path, default=ROOT / ".kit")
+    ls.set_defaults(handler=pack_llama_src)
+    lu = sub.add_parser("unpack-llama-src", help="(device) extract the carried llama.cpp source for the CUDA build")
+    lu.add_argument("--kit", type=Path, default=Path(os.environ.get("ATB_KIT_DIR", DEFAULT_KIT_DIR)))
+    lu.add_argument("--src", type=Path, default=ROOT / ".kit", help="where .kit/llama-src was carried")
+    lu.add_argument("--cuda-arch", default="90", help="the CUDA build's architecture (Hopper: 90)")
+    lu.set_defaults(handler=unpack_llama_src)
     args = p.parse_args(argv)
     return int(args.handler(args))
 

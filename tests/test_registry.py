@@ -233,10 +233,10 @@ def test_the_engine_registry_lists_the_builtins() -> None:
     from harness.engines import ENGINES, EngineTaskError, engine_names, get_adapter
     from harness.engines.task import EngineName
 
-    assert engine_names() == ["llama-server", "sglang", "vllm"] == sorted(typing.get_args(EngineName))
+    assert engine_names() == ["llama-server", "llama-server-cuda", "sglang", "vllm"] == sorted(typing.get_args(EngineName))
     for name, cls in ENGINES.items():
         assert cls.name == name and get_adapter(name).name == name
-    with pytest.raises(EngineTaskError, match="unknown engine 'x'; known engines: llama-server, sglang, vllm"):
+    with pytest.raises(EngineTaskError, match="unknown engine 'x'; known engines: llama-server, llama-server-cuda, sglang, vllm"):
         get_adapter("x")
 
 

@@ -181,8 +181,12 @@ def build_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int = 2
         if accelerator == "cuda" and shutil.which("nvcc") is None:
             raise EngineBuildError("a CUDA build of llama-server needs 'nvcc' (the CUDA toolkit) on PATH; "
                                    "none was found here")
-        say(f"fetching llama-cpp-python=={version} source distribution into {work}")
-        tree = _extract(_fetch_sdist(version, work, log, sdist), work, version)
+        tree = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+        if sdist is not None or not ((tree / "CMakeLists.txt").is_file() and (tree / "tools" / "server").is_dir()):
+            say(f"fetching llama-cpp-python=={version} source distribution into {work}")
+            tree = _extract(_fetch_sdist(version, work, log, sdist), work, version)
+        else:   # a tree already in place (extracted before, or a trimmed tree carried to a machine without network)
+            say(f"using the llama.cpp tree already at {tree}")
         build = work / "build"
         if not (build / "CMakeCache.txt").is_file():
             say(f"configuring llama.cpp with CMake ({accelerator} build: {' '.join(flags)})")

@@ -24,7 +24,7 @@ from harness.registry import Registry
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 
-EngineName = Literal["llama-server", "vllm", "sglang"]
+EngineName = Literal["llama-server", "llama-server-cuda", "vllm", "sglang"]
 
 
 class ModelRef(BaseModel):

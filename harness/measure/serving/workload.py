@@ -4,7 +4,9 @@ A workload is a pure function of (spec, seed): the same pair always gives the sa
 offsets, so default and candidate configurations see identical traffic at each paired seed. Prompts are
 sequences of words from :data:`harness.engines.workload.WORDS` (each one token in the tiny model's
 vocabulary, and ordinary English for a real model); ``shared_prefix_words`` puts one seeded prefix in front of every prompt of a
-workload so prefix caching and n-gram speculation have something to find.
+workload so prefix caching and n-gram speculation have something to find, and ``prompt_style: repeated``
+makes each prompt one seeded unit said over and over (a real model continues it by copying: where n-gram
+speculation can win). Specs without the repeated style draw exactly the requests they always drew.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def _repeated(rng: random.Random, unit_words: int, n: int) -> str:
+    """``n`` words: one seeded unit of ``unit_words`` words, said again and again (the last time cut short)."""
+    unit = [rng.choice(WORDS) for _ in range(unit_words)]
+    return " ".join(unit[i % unit_words] for i in range(n))
+
+
 def make_workload(spec: WorkloadSpec, seed: int, n_requests: int) -> Workload:
     """The ``n_requests`` requests of ``spec`` at ``seed``: deterministic in (spec, seed, n_requests)."""
     rng = random.Random(f"atb-workload:{seed}")
@@ -50,7 +58,8 @@ def make_workload(spec: WorkloadSpec, seed: int, n_requests: int) -> Workload:
             assert spec.rate_per_s is not None
             t += rng.expovariate(spec.rate_per_s)
         n_words = rng.randint(spec.prompt_words_min, spec.prompt_words_max)
-        out.append(RequestSpec(index=i, prompt=prefix + _words(rng, n_words),
+        body = _repeated(rng, spec.repeat_unit_words, n_words) if spec.repeat_unit_words else _words(rng, n_words)
+        out.append(RequestSpec(index=i, prompt=prefix + body,
                                max_tokens=rng.randint(spec.output_tokens_min, spec.output_tokens_max),
                                send_at_s=round(t, 6)))
     return Workload(seed=seed, spec=spec, requests=out)
