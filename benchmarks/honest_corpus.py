@@ -537,13 +537,13 @@ def _why(row: dict[str, Any]) -> str:
     return text.replace("|", "/").replace("\n", " ")
 
 
-def render(rows: list[dict[str, Any]], device: str) -> str:
+def render(rows: list[dict[str, Any]], device: str, source: str | None = None) -> str:
     honest = sorted((r for r in rows if r.get("kind") == "honest"), key=lambda r: (str(r.get("class")), r["name"]))
     cheats = sorted((r for r in rows if r.get("kind") == "cheat"), key=lambda r: r["name"])
     revs = sorted({str(r.get("code_rev")) for r in rows})
     digests = sorted({str(r.get("protocol_sha256", ""))[:12] for r in rows})
     lines = [f"# Honest corpus on {device}", "",
-             f"Rendered by `benchmarks/honest_corpus.py --device {device} --render` from `honest_{device}.jsonl` "
+             f"Rendered by `benchmarks/honest_corpus.py --device {device} --render --out {source or f'honest_{device}.jsonl'}` "
              f"(the latest row of each entry). Code revisions: {', '.join(revs) or '-'}; protocol digests: "
              f"{', '.join(digests) or '-'}; device: {', '.join(sorted({str(r['device_name']) for r in rows if r.get('device_name')}))}.",
              ""]
@@ -682,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out or RESULTS / f"honest_{args.device}.jsonl"
     md: Path = args.md or out.with_suffix(".md")
     if args.render:
-        md.write_text(render(latest_rows(out), args.device), encoding="utf-8")
+        md.write_text(render(latest_rows(out), args.device, out.name), encoding="utf-8")
         print(f"wrote {md}")
         return 0
     t0 = time.perf_counter()
@@ -716,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
             f" independent={_fmt(row.get('independent_ratio'))} err={_fmt(row.get('ratio_error'))}"
         print(f"{e['kind']:6s} {e['name']:40s} {row['status']:11s} ratio={_fmt(row.get('harness_ratio'))}{extra} "
               f"gates={row['rejecting_gates']} ({row['wall_s']} s)", flush=True)
-    md.write_text(render(latest_rows(out), args.device), encoding="utf-8")
+    md.write_text(render(latest_rows(out), args.device, out.name), encoding="utf-8")
     print(f"wrote {md} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
 
