@@ -188,3 +188,34 @@ def test_output_match_fails_a_q4_0_kv_cache(monkeypatch: pytest.MonkeyPatch, tmp
     j = judge_engine_trial(trial, proto)
     gate = next(g for g in j.gates if g.name == "output_match")
     assert not gate.passed and j.status == "rejected" and not j.correct, gate.detail
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_fixed_concurrency_loses_no_request_to_a_closed_keepalive(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """16-in-flight style traffic (each client sends its next request when its last is answered): with pooled
+    keep-alive connections, 1-6 of 24 requests per run failed with "Server disconnected without sending a
+    response" on SmolLM2 (llama-server closes idle keep-alive connections). The client opens a connection per
+    request; three runs of 24 lose none."""
+    from harness.engines.llamacpp_build import cached_binary
+    from harness.engines.llamacpp_model import cached_smollm2
+    from harness.measure.serving.client import run_workload
+    from harness.measure.serving.process import EngineProcess, free_port
+    from harness.measure.serving.trial import prepare_model
+
+    if cached_binary() is None or cached_smollm2() is None:
+        pytest.skip("llama-server or the SmolLM2 GGUF is not cached here: run `bash scripts/setup.sh`")
+    data = yaml.safe_load((TASKS_DIR / "llamacpp_smollm2.yaml").read_text())
+    data["workload"].update(arrival="fixed_concurrency", concurrency=4, prompt_style="repeated", repeat_unit_words=8,
+                            prompt_words_min=24, prompt_words_max=48)
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(data))
+    task = load_engine_task(path)
+    spec = task.adapter().launch({}, model=prepare_model(task).arg, host="127.0.0.1", port=free_port(),
+                                 fixed_args=task.fixed_args)
+    with EngineProcess(spec, tmp_path / "e.log") as proc:
+        proc.wait_ready(120)
+        for seed in (1, 2, 3):
+            run = run_workload(proc.base_url, task.served_model_name, make_workload(task.workload, seed, 24), 60)
+            assert [r.error for r in run.results if not r.ok] == []

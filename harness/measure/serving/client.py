@@ -97,8 +97,11 @@ async def _run(base_url: str, model: str, workload: Workload, timeout_s: float) 
     from openai import AsyncOpenAI
 
     spec = workload.spec
-    limits = httpx2.Limits(max_connections=len(workload.requests) + 4,
-                           max_keepalive_connections=len(workload.requests) + 4)
+    # No connection is kept alive for reuse: llama-server's HTTP layer closes idle keep-alive connections, and a
+    # request sent on one it has just closed fails with "Server disconnected without sending a response" (seen
+    # under fixed_concurrency, where each client sends its next request on the connection of its last: 1-6 of
+    # 24 requests per run failed on SmolLM2). Each request opens its own connection, as all-at-once ones always did.
+    limits = httpx2.Limits(max_connections=len(workload.requests) + 4, max_keepalive_connections=0)
     async with httpx2.AsyncClient(limits=limits, timeout=timeout_s, trust_env=False) as http:
         client = AsyncOpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="atb-local", max_retries=0,
                              timeout=timeout_s, http_client=http)
