@@ -293,7 +293,7 @@ class Run:
                                      campaign_id=cid, on_iteration=on_iteration)
         best = self.best()
         row = {"item": "campaign", "status": "ok", "campaign_id": cid, "task": self.args.campaign_task,
-               "budget": self.args.budget, "seed": self.args.seed, "outcome": str(summary.outcome),
+               "budget": self.args.budget, "seed": self.args.seed, "outcome": summary.outcome.model_dump(mode="json") if summary.outcome is not None else None,
                "iterations_recorded": summary.iterations_recorded, "usable_iterations": summary.usable_iterations,
                "best_speedup": summary.best_speedup, "best_ci": list(summary.best_ci) if summary.best_ci else None,
                "best_iteration": summary.best_iteration, "unusable_reasons": summary.unusable_reasons,

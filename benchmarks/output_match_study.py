@@ -48,8 +48,8 @@ from protocol import load_protocol  # noqa: E402
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "flash-attn-on": {"flash_attn": "on"},
-    "kv-q8_0": {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": "on"},
-    "kv-q4_0": {"cache_type_k": "q4_0", "cache_type_v": "q4_0", "flash_attn": "on"},
+    "kv-q8_0": {"cache_type": "q8_0", "flash_attn": "on"},
+    "kv-q4_0": {"cache_type": "q4_0", "flash_attn": "on"},
     "wrong-rope": {"flash_attn": "auto"},   # a no-op value that marks the launch getting --rope-freq-base 50
 }
 
@@ -124,7 +124,7 @@ def main() -> int:
         raise SystemExit("llama-server is not built here: run `atb engine build llama-cpp`")
     os.environ[BINARY_ENV] = str(exe)
     data = yaml.safe_load((TASKS_DIR / "llamacpp_smollm2.yaml").read_text())
-    data.update(id="output-match-study", engine="llama-server-cuda", tunable=["cache_type_k", "cache_type_v", "flash_attn"])
+    data.update(id="output-match-study", engine="llama-server-cuda", tunable=["cache_type", "flash_attn"])
     data.pop("bounds", None)
     task_path = Path(tempfile.mkdtemp(prefix="atb-om-")) / "task.yaml"
     task_path.write_text(yaml.safe_dump(data))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.engines._errors import FlagSpaceError
 from harness.engines.adapters.base import ENGINES, EngineAdapter, LaunchSpec
-from harness.engines.flags import FlagSpace, FlagSpec, FlagValue, Forbidden, Implies, LessEqual, Requires
+from harness.engines.flags import FlagSpace, FlagSpec, FlagValue, Forbidden, LessEqual, Requires
 from harness.engines.llamacpp_build import LLAMA_CPP_PYTHON_VERSION, Accelerator, cached_binary, runtime_env
 
 #: a llama-server to launch instead of the cached build of the adapter's accelerator (a binary carried to a
@@ -77,7 +77,9 @@ _SPACE = FlagSpace(
 # KV-cache types offered on the GPU. The CUDA build compiles flash-attention kernels for K-V pairs of one
 # type only (GGML_CUDA_FA_QUANTS defaults to q4_0-q4_0, q8_0-q8_0, f16-f16, bf16-bf16 in the vendored
 # ggml/CMakeLists.txt), so the space keeps K and V alike; a quantized V cache needs flash attention
-# (llama_init_from_model refuses it with flash attention off, src/llama-context.cpp). A lossy type changes
+# (llama_init_from_model refuses it with flash attention off, src/llama-context.cpp). One knob sets both (a
+# composite flag rendered as --cache-type-k T --cache-type-v T): four constraints tying K to V made a random
+# draw of the whole space legal too rarely for the sampler's 200 tries. A lossy type changes
 # the completions: the engine gates' output_match is what must catch it, not this space.
 _KV_TYPES = ["f16", "bf16", "q8_0", "q4_0"]
 _QUANTIZED_KV = ["q8_0", "q4_0"]
@@ -105,10 +107,9 @@ _GPU_SPACE = FlagSpace(
                  help="one KV buffer shared by all slots (engine default: on when slots are auto)"),
         FlagSpec(name="flash_attn", type="choice", cli="--flash-attn", choices=["on", "off", "auto"],
                  default="auto", help="flash attention"),
-        FlagSpec(name="cache_type_k", type="choice", cli="--cache-type-k", choices=_KV_TYPES, default="f16",
-                 help="KV cache data type for K (quantized types are lossy)"),
-        FlagSpec(name="cache_type_v", type="choice", cli="--cache-type-v", choices=_KV_TYPES, default="f16",
-                 help="KV cache data type for V (quantized types are lossy and need flash attention)"),
+        FlagSpec(name="cache_type", type="choice", composite="kv", choices=_KV_TYPES, default="f16",
+                 help="KV cache data type, K and V alike (--cache-type-k and --cache-type-v; quantized types are "
+                      "lossy, and a quantized V cache needs flash attention)"),
         FlagSpec(name="cuda_graphs", type="bool", composite="env", default=True,
                  help=f"CUDA graphs (false sets {CUDA_GRAPHS_ENV}=1)"),
         FlagSpec(name="spec_type", type="choice", cli="--spec-type", choices=_SPEC_TYPES,
@@ -125,8 +126,7 @@ _GPU_SPACE = FlagSpace(
     constraints=[
         LessEqual(left="ubatch_size", right="batch_size"),
         LessEqual(left="spec_ngram_mod_n_min", right="spec_ngram_mod_n_max"),
-        Forbidden(combination={"cache_type_v": list(_QUANTIZED_KV), "flash_attn": ["off"]}),
-        *[Implies(when={"cache_type_k": [t]}, then={"cache_type_v": [t]}) for t in _KV_TYPES],
+        Forbidden(combination={"cache_type": list(_QUANTIZED_KV), "flash_attn": ["off"]}),
         *Requires.each(["spec_ngram_simple_size_n", "spec_ngram_simple_size_m"], needs="spec_type",
                        needs_value="ngram-simple"),
         *Requires.each(["spec_ngram_mod_n_min", "spec_ngram_mod_n_max"], needs="spec_type", needs_value="ngram-mod"),
@@ -154,12 +154,16 @@ class LlamaServerAdapter(EngineAdapter):
         return _GPU_SPACE if self.accelerator == "cuda" else _SPACE
 
     def render_composites(self, config: dict[str, FlagValue]) -> list[str]:
-        """No argument: the one composite flag (``cuda_graphs``) is an environment variable (see launch)."""
-        for name in config:
+        """``cache_type`` (composite ``kv``) as both ``--cache-type-k`` and ``--cache-type-v``; ``cuda_graphs``
+        (composite ``env``) is an environment variable, set by :meth:`launch`."""
+        args: list[str] = []
+        for name, value in config.items():
             spec = self.flag_space().spec(name)
-            if spec.composite is not None and spec.composite != "env":
+            if spec.composite == "kv":
+                args += ["--cache-type-k", str(value), "--cache-type-v", str(value)]
+            elif spec.composite is not None and spec.composite != "env":
                 raise FlagSpaceError(f"{self.name}: flag '{name}' has an unknown composite '{spec.composite}'")
-        return []
+        return args
 
     def launch(self, config: dict[str, FlagValue], *, model: str, host: str, port: int,
                fixed_args: Sequence[str] = (), env: dict[str, str] | None = None) -> LaunchSpec:
