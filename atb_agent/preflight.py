@@ -77,7 +77,9 @@ def preflight_ab(spec: Any, *, db: str, backend: str, protocol: Any,
                                 detail="every seed of this arm has finished: it needs nothing to run"))
             continue
         checks += _arm(arm)
-    if backend == "cuda":
+    from harness.measure.backends import backend_named
+
+    if backend_named(backend).gpus:   # a GPU backend: is a CUDA device visible
         checks.append(_cuda())
     checks += _store(db, transcripts_dir)
     return PreflightReport(ok=all(c.ok for c in checks), checks=checks)

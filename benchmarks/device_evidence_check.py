@@ -1,6 +1,6 @@
 """Checks device-resident evidence on a GPU machine: CUDA IPC one way, and `atb eval` wall times.
 
-1. ``--ipc``: a producer process exports a CUDA tensor with ``harness.measure.runner._share.export_output``
+1. ``--ipc``: a producer process exports a CUDA tensor with ``harness.measure.backends._share.export_output``
    (what the candidate child does); this process maps it with ``open_output`` (what the reference
    child does) and checks the values. Prints one JSON line.
 2. ``--problems FILE...``: for each KernelBench-format problem file, an A/A evaluation (the problem's
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 def _producer() -> None:
     import torch
 
-    from harness.measure.runner._share import export_output
+    from harness.measure.backends._share import export_output
 
     t = torch.arange(1 << 20, device="cuda", dtype=torch.float32) * 2 + 1
     desc, keep = export_output(torch, [t[16:].view(-1, 16)], "")
@@ -41,7 +41,7 @@ def _producer() -> None:
 def ipc_probe() -> dict[str, object]:
     import torch
 
-    from harness.measure.runner._share import open_output
+    from harness.measure.backends._share import open_output
 
     proc = subprocess.Popen([sys.executable, __file__, "--producer"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, cwd=str(ROOT))

@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol import Protocol, ProtocolRef
 
-Backend = Literal["cpu", "cuda", "mlx"]
+# a measuring backend's registered name (harness.measure.backends.BACKENDS: cpu, cuda, mlx and any plug-in)
+Backend = str
+# the device families the store keeps devices under (its schema's CHECK): a backend's ``stored_as``
+DeviceFamily = Literal["cpu", "cuda", "mlx"]
 Arm = Literal["candidate", "baseline"]
 VerdictStatus = Literal["accepted", "rejected", "quarantined"]
 SubjectKind = Literal["kernel", "engine"]
@@ -58,7 +61,7 @@ def protocol_ref(protocol: Protocol) -> ProtocolRef:
 class DeviceFingerprint(_Record):
     """What a measurement ran on. Two measurements may be compared only when these hash equal."""
 
-    backend: Backend
+    backend: DeviceFamily
     cpu_model: str
     cpu_count: int
     gpu_name: str | None = None

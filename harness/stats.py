@@ -149,7 +149,8 @@ def rounds_ratio(num: Mapping[int, Rounds], den: Mapping[int, Rounds], protocol:
         est = _ratio_of_means_ci(nums, dens, protocol)
     if process_pair_backend is None:
         return est
-    return with_process_pair(est, protocol.statistics.process_pair_log_sd.get(process_pair_backend, 0.0), protocol)
+    log_sd: dict[str, float] = {str(k): v for k, v in protocol.statistics.process_pair_log_sd.items()}   # none: 0
+    return with_process_pair(est, log_sd.get(process_pair_backend, 0.0), protocol)
 
 
 def with_process_pair(est: RatioEstimate, log_sd: float, protocol: Protocol) -> RatioEstimate:

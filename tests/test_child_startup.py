@@ -22,7 +22,7 @@ from protocol import load_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD_MODULES = ["harness.measure.timing._clock", "harness.measure.runner._inputs", "harness.measure.runner._share",
+CHILD_MODULES = ["harness.measure.timing._clock", "harness.measure.runner._inputs", "harness.measure.backends._share",
                  "harness.measure.timing._cpu", "harness.measure.timing._cuda", "harness.measure.runner._serve",
                  "harness.measure.correctness", "harness.measure.device_facts"]
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from harness.measure.runner._inputs import make_inputs, sample_key, unchanged_marks
-from harness.measure.runner._share import recv_tagged_fd
+from harness.measure.backends._share import recv_tagged_fd
 
 
 def _gi() -> list[object]:
@@ -106,7 +106,7 @@ def test_an_output_left_unread_can_never_stand_in_for_the_next_one() -> None:
     its channel, and the next comparison under the same tag mapped that stale output. Now the skipped
     comparison discards its fd, and each correctness call has its own tag, so a stale fd left on the
     channel is dropped rather than served."""
-    from harness.measure.runner._share import discard_output
+    from harness.measure.backends._share import discard_output
 
     ref_end, harness_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -155,7 +155,7 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def test_vmm_layout_from_the_candidate_is_checked_against_the_buffer() -> None:
-    from harness.measure.runner._vmm import unpack
+    from harness.measure.backends._vmm import unpack
 
     buf = _HostBuffer(4096)
     ok = unpack(torch, buf, [{"offset": 0, "nbytes": 64, "shape": [4, 4], "dtype": "float32"},  # type: ignore[arg-type]

@@ -242,10 +242,12 @@ def test_the_engine_registry_lists_the_builtins() -> None:
 
 def test_the_backend_registry_lists_the_builtins() -> None:
     from harness.errors import DeviceUnavailableError
-    from harness.measure.device import BACKENDS, available
-    from harness.records import Backend
+    from harness.measure.backends import BACKENDS
+    from harness.measure.device import available
+    from harness.records import DeviceFamily
 
-    assert BACKENDS.names() == ["cpu", "cuda", "mlx"] == list(typing.get_args(Backend))
+    assert BACKENDS.names() == ["cpu", "cuda", "mlx"] == list(typing.get_args(DeviceFamily))
+    assert [BACKENDS.get(n).stored_as for n in BACKENDS.names()] == ["cpu", "cuda", "mlx"]
     assert available("cpu") == (True, "")
     assert available("mlx")[0] is False
     with pytest.raises(DeviceUnavailableError, match="unknown backend 'tpu'; known backends: cpu, cuda, mlx"):

@@ -20,7 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e.add_argument("task", metavar="TASK_OR_FILE", help="a native task name (see `atb tasks`) or a KernelBench-format .py file")
     e.add_argument("candidate", metavar="CANDIDATE", help="the candidate .py file (defines class ModelNew); "
                    "'start' evaluates the task's own starting candidate")
-    e.add_argument("--device", choices=["cpu", "cuda", "mlx"], default="cpu", help="backend to measure on (default cpu)")
+    from harness.measure.backends import BACKENDS
+
+    # the measuring backends' registry (cpu, cuda, mlx and any registered plug-in), read when parsing
+    e.add_argument("--device", choices=BACKENDS, default="cpu", help="backend to measure on (default cpu)")
     add_db(e)
     add_json(e)
     e.set_defaults(handler=run_eval)
@@ -64,8 +67,10 @@ def _since_process_start() -> float:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.device == "mlx":
-        raise BadInput("kernel evaluation on MLX is served by `atb retest --device mlx`; "
+    from harness.measure.backends import backend_named
+
+    if not backend_named(args.device).torch_children:   # MLX: its own runner, for the held-out retest
+        raise BadInput(f"kernel evaluation on {args.device.upper()} is served by `atb retest --device {args.device}`; "
                        "`atb eval` measures on cpu or cuda")
     from harness.measure.session import open_measurement_session, spawn_early
     from harness.tasks import begin_cost, load_task

@@ -133,10 +133,10 @@ def _token_auth_if_available() -> None:
 
 
 def _resources(sweep: ResolvedSweep) -> dict[str, Any]:
+    from harness.measure.backends import backend_named
+
     dev = sweep.spec.devices
-    if dev.backend == "cuda":
-        return {"num_gpus": 1, "num_cpus": dev.cpus_per_campaign}
-    return {"num_gpus": 0, "num_cpus": dev.cpus_per_campaign}
+    return {"num_gpus": backend_named(dev.backend).gpus, "num_cpus": dev.cpus_per_campaign}
 
 
 def _rows(sweep: ResolvedSweep, st: dict[str, CampaignState], running: set[str], failed: set[str],

@@ -43,13 +43,17 @@ _CMAKE_FLAGS = [
 ]
 Accelerator = Literal["cpu", "cuda"]
 CUDA_ARCHITECTURES = "90"   # Hopper (H100, H200): one architecture, so one set of kernels to compile
+# per accelerator: GGML's CMake switch (None: the CPU build), the compiler it needs beyond cmake and c++
+_GGML_SWITCH: dict[str, str | None] = {"cpu": None, "cuda": "-DGGML_CUDA=ON"}
+_EXTRA_TOOL: dict[str, str | None] = {"cpu": None, "cuda": "nvcc"}
 
 
 def cmake_flags(accelerator: Accelerator = "cpu", cuda_architectures: str = CUDA_ARCHITECTURES) -> list[str]:
     """The CMake configuration of a build (recorded with it)."""
-    if accelerator == "cpu":
+    switch = _GGML_SWITCH[accelerator]
+    if switch is None:
         return list(_CMAKE_FLAGS)
-    return [*_CMAKE_FLAGS, "-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}"]
+    return [*_CMAKE_FLAGS, switch, f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}"]
 
 
 class BuildResult(BaseModel):
@@ -75,7 +79,7 @@ def cache_root() -> Path:
 
 def version_dir(version: str = LLAMA_CPP_PYTHON_VERSION, accelerator: Accelerator = "cpu",
                 cuda_architectures: str = CUDA_ARCHITECTURES) -> Path:
-    name = version if accelerator == "cpu" else f"{version}-cuda-sm{cuda_architectures}"
+    name = version if _GGML_SWITCH[accelerator] is None else f"{version}-{accelerator}-sm{cuda_architectures}"
     return cache_root() / "llama-server" / name
 
 
@@ -178,7 +182,7 @@ def build_llama_server(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int = 2
         for tool in ("cmake", "c++"):
             if shutil.which(tool) is None:
                 raise EngineBuildError(f"'{tool}' is not installed; run `apt-get install -y cmake g++`")
-        if accelerator == "cuda" and shutil.which("nvcc") is None:
+        if _EXTRA_TOOL[accelerator] == "nvcc" and shutil.which("nvcc") is None:
             raise EngineBuildError("a CUDA build of llama-server needs 'nvcc' (the CUDA toolkit) on PATH; "
                                    "none was found here")
         tree = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.measure.backends import backend_named
+from harness.measure.backends._share import transport_kind
 from harness.measure.evidence import (CallFacts, Comparison, IntegrityFacts, TimedFacts, TimedOutput, TensorMeta,
                                       WorkerFailure)
 from harness.measure.runner import TASK_DISTRIBUTION, Worker, WorkerDied
@@ -235,7 +237,7 @@ class Collector:
         candidate's shared output. The other arms hand their cached memory back between blocks. One
         GiB covers the comparison's chunked temporaries."""
         free = int(r.get("device_free_bytes", 0))
-        if self.backend != "cuda" or free <= 0:
+        if not backend_named(self.backend).plan_memory() or free <= 0:
             return
         in_b, out_b = self.out.input_bytes, self.out.output_bytes
         params = int(r.get("estimate_param_bytes", 0))
@@ -342,12 +344,7 @@ class Collector:
 
     def _note_transport(self, share: dict[str, Any]) -> None:
         """Record how this output travels (the verdict says which transports an evaluation used)."""
-        if "vmm" in share:
-            kind = "vmm-fd"
-        elif "cuda" in share:
-            kind = "cuda-ipc" + (f" (vmm refused: {str(share['vmm_error'])[:160]})" if share.get("vmm_error") else "")
-        else:
-            kind = "file" + (f" ({str(share['ipc_error'])[:200]})" if share.get("ipc_error") else "")
+        kind = transport_kind(share)
         if kind not in self._transports:
             self._transports.append(kind)
 
@@ -461,32 +458,12 @@ class Collector:
                 replies[arm] = reply
         return replies
 
-    def _choose_cuda_method(self, prep: dict[str, dict[str, Any]]) -> None:
-        """One timing method for every arm of this seed: graph replay when any arm is a tiny kernel
-        (below ``graph_replay_below_us``) or launch-bound (the host spent at least
-        ``graph_replay_launch_bound`` of the call's event time launching it), and every arm's graph
-        captures; CUDA events otherwise. A launch-bound call timed by events measures the host's
-        launch speed, which differs between two processes running identical code (JUSTIFICATION 10)."""
-        cuda = self.protocol.timing.cuda
-        threshold_ns = cuda.graph_replay_below_us * 1e3
-        tiny = any(float(prep[a]["est_ns"]) < threshold_ns for a in prep)
-        bound = any(float(prep[a].get("launch_ns", 0.0)) >= cuda.graph_replay_launch_bound * float(prep[a]["est_ns"])
-                    for a in prep)
-        if not (tiny or bound):
-            return
-        captured = self._ask_arms(M.Capture(graph=True))
-        for arm, r in captured.items():
-            if r.get("probe_error"):
-                self.out.capture_probe_errors.append(f"{arm}: {r['probe_error']}")
-        if not all(bool(r.get("captured")) for r in captured.values()):
-            self._ask_arms(M.Capture(graph=False))
-
     def _time_seed(self, si: int, seed: int, n_capture: int) -> None:
         prep = self._ask_arms(M.Prepare(seed=seed, private_inputs=self.task.meta.private_timed_inputs))
-        if self.backend == "cuda":
-            self._choose_cuda_method(prep)
-        rounds = (min(self.protocol.timing.cpu.interleave_rounds, self.protocol.timing.cpu.timed_reps)
-                  if self.backend != "cuda" else self.protocol.timing.cuda.min_reps)
+        backend = backend_named(self.backend)
+        # one timing method for every arm of this seed (CUDA: graph replay or events, see backends/cuda.py)
+        backend.choose_method(self._ask_arms, prep, self.protocol, self.out.capture_probe_errors)
+        rounds = backend.interleave_rounds(self.protocol)
         block = {a: max(1, math.ceil(int(prep[a]["reps"]) / rounds)) for a in prep}
         total_c = block["candidate"] * rounds
         capture = sorted({secrets.randbelow(total_c) for _ in range(n_capture)}) if n_capture else []

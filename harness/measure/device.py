@@ -10,15 +10,12 @@ fingerprint (``harness.measure.session.best_ceilings``), since a busy host only 
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Callable
 from typing import Any
 
 from harness.errors import DeviceUnavailableError
+from harness.measure.backends import backend_named
 from harness.measure.device_facts import local_fingerprint_facts
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
-from harness.registry import Registry
 
 
 def fingerprint_from_facts(facts: dict[str, Any]) -> DeviceFingerprint:
@@ -77,41 +74,6 @@ def ceiling_defect(raw_fraction: float | None, ceilings: DeviceCeilings | None) 
             "a ceiling that is too low for this working set, not saturation; no roofline fraction is reported")
 
 
-def cuda_driver_present() -> bool:
-    """A cheap first check (no torch, no child): the NVIDIA driver's control node exists."""
-    return os.path.exists("/dev/nvidiactl") or any(os.path.exists(f"/dev/nvidia{i}") for i in range(8))
-
-
-BackendProbe = Callable[[], tuple[bool, str]]
-
-BACKENDS: Registry[BackendProbe] = Registry("backend", error=DeviceUnavailableError)
-"""Measuring backends by name, each with its availability probe (``@BACKENDS.register(NAME)``). Closed to
-entry points: the runner's children measure by backend name (timers, device nodes, output transport),
-and a stored device's ``backend`` is the :data:`harness.records.Backend` literal."""
-
-
-@BACKENDS.register("cpu")
-def _cpu_available() -> tuple[bool, str]:
-    return True, ""
-
-
-@BACKENDS.register("cuda")
-def _cuda_available() -> tuple[bool, str]:
-    import sys
-
-    code = "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)"
-    try:
-        rc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False).returncode
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"could not probe CUDA: {exc}"
-    return (rc == 0, "" if rc == 0 else "torch reports no CUDA device on this machine")
-
-
-@BACKENDS.register("mlx")
-def _mlx_available() -> tuple[bool, str]:
-    return False, "kernel evaluation on MLX is served by `atb retest`, not by this harness path"
-
-
 def available(backend: Backend) -> tuple[bool, str]:
     """Whether ``backend`` can run here, with a reason when it cannot (no torch import in the parent
     for CPU; CUDA is probed in a short child so the harness process never initialises it).
@@ -119,7 +81,7 @@ def available(backend: Backend) -> tuple[bool, str]:
     Raises:
         DeviceUnavailableError: no backend has that name (the message lists the known ones).
     """
-    return BACKENDS.get(backend)()
+    return backend_named(backend).available()
 
 
 def device_fingerprint(backend: Backend, protocol: Any) -> DeviceFingerprint:
@@ -131,8 +93,9 @@ def device_fingerprint(backend: Backend, protocol: Any) -> DeviceFingerprint:
     """
     import torch
 
-    if backend == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError("backend 'cuda' is not available: torch reports no CUDA device")
-    if backend == "mlx":
-        raise DeviceUnavailableError("MLX fingerprints come from the MLX runner, not harness.measure.device")
+    spec = backend_named(backend)
+    if not spec.torch_children:
+        raise DeviceUnavailableError(f"{backend!r} fingerprints come from its own runner, not harness.measure.device")
+    if spec.gpus and not torch.cuda.is_available():
+        raise DeviceUnavailableError(f"backend {backend!r} is not available: torch reports no CUDA device")
     return fingerprint_from_facts(local_fingerprint_facts(torch, backend, int(protocol.timing.cpu.threads)))

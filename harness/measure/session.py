@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DeviceUnavailableError, HarnessError
-from harness.measure.device import available, ceilings_from_facts, cuda_driver_present, fingerprint_from_facts
-from harness.measure.device_facts import gpu_driver_facts
+from harness.measure.backends import backend_named, child_locator
+from harness.measure.device import available, ceilings_from_facts, fingerprint_from_facts
 from harness.measure.runner import Role, Worker, WorkerDied
 from harness.measure.runner import _messages as M
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
@@ -27,19 +27,21 @@ from protocol import Protocol, load_protocol
 def worker_config(backend: Backend, protocol: Protocol) -> dict[str, Any]:
     """What every measuring child is started with, all from the protocol.
 
-    RLIMIT_AS is not applied on CUDA: the CUDA runtime reserves far more virtual address space than
-    any limit that would still bound host memory, so the limit would only break CUDA's start.
+    The memory limit (RLIMIT_AS) is the backend's (none on CUDA: see ``backends/cuda.py``); a backend
+    defined outside ``harness.measure.backends`` adds where the child finds it (:func:`child_locator`).
     """
     limits = protocol.limits
+    spec = backend_named(backend)
     return {
         "backend": backend,
         "threads": protocol.timing.cpu.threads,
         "allow_tf32": protocol.correctness.allow_tf32,
-        "memory_bytes": 0 if backend == "cuda" else limits.candidate_memory_mb << 20,
+        "memory_bytes": spec.memory_limit_bytes(limits.candidate_memory_mb),
         "large": protocol.correctness.large_magnitude,
         "cpu": protocol.timing.cpu.model_dump(),
         "cuda": protocol.timing.cuda.model_dump(),
         "ceilings": protocol.timing.ceilings.model_dump(),
+        **child_locator(backend),
     }
 
 
@@ -211,11 +213,14 @@ class EarlyWorkers:
 
 
 def _check_backend(backend: Backend) -> None:
-    # on CUDA the full probe (a child that imports torch) runs only if the reference fails to start:
-    # it gives the clear reason then, and costs nothing on the way to a measurement
-    if backend == "cuda" and not cuda_driver_present():
-        raise DeviceUnavailableError("backend 'cuda' is not available: no NVIDIA driver device node (/dev/nvidiactl)")
-    if backend != "cuda":
+    # a backend with a cheap precheck (CUDA: the driver's device node) runs its full probe (a child that
+    # imports torch) only if the reference fails to start: it gives the clear reason then, and costs
+    # nothing on the way to a measurement
+    spec = backend_named(backend)
+    why = spec.precheck()
+    if why is not None:
+        raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
+    if not spec.probes_late:
         ok, why = available(backend)
         if not ok:
             raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
@@ -238,7 +243,7 @@ def spawn_early(backend: Backend, protocol: Protocol) -> EarlyWorkers:
     config = worker_config(backend, protocol)
     reference = Worker("reference", config, workdir, protocol.limits.reference_timeout_s).start()
     candidate = None
-    if backend == "cuda":
+    if backend_named(backend).overlaps_startup:
         # the device's ceilings are measured on the device, so another arm's start-up (import torch,
         # on the host's cores) can overlap it; on a CPU it would compete with the measurement
         candidate = Worker("candidate", config, workdir, protocol.limits.candidate_timeout_s).start()
@@ -286,10 +291,12 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     others: list[Worker] = [pre.candidate] if pre.candidate is not None else []
     driver: dict[str, Any] = {}
     smi_thread = None
-    if backend == "cuda":
+    spec = backend_named(backend)
+    if spec.overlaps_startup:
         import threading
 
-        smi_thread = threading.Thread(target=lambda: driver.update(gpu_driver_facts()), name="atb-nvidia-smi",
+        # the driver's facts (CUDA: nvidia-smi) are taken here, beside the reference child's start-up
+        smi_thread = threading.Thread(target=lambda: driver.update(spec.driver_facts() or {}), name="atb-nvidia-smi",
                                       daemon=True)
         smi_thread.start()
         if start_arm:
@@ -321,7 +328,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     except WorkerDied as exc:
         close_workers([reference, *others])
         shutil.rmtree(workdir, ignore_errors=True)
-        if backend == "cuda":
+        if spec.probes_late:
             ok, why = available(backend)
             if not ok:
                 raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}") from exc

@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from harness.errors import DeviceUnavailableError, HarnessError
-from harness.measure.timing._clock import perf_counter_ns
+from harness.measure.backends import backend_named
 from harness.records import Backend, DeviceFingerprint, canonical_json, sha256_text, utc_now
 from protocol import PROTOCOL_PATH, Protocol, load_protocol
 
@@ -266,7 +266,7 @@ def applies(anchor: Anchor, fp: DeviceFingerprint) -> bool:
     if dev.backend != fp.backend:
         return False
     if dev.name_regex is not None:
-        name = (fp.gpu_name if fp.backend == "cuda" else fp.cpu_model) or ""
+        name = backend_named(fp.backend).fingerprint_name(fp)   # the GPU's name on CUDA, else the CPU model
         if not re.search(dev.name_regex, name):
             return False
     return not dev.cpu_flags_all or set(dev.cpu_flags_all) <= cpu_flags()
@@ -276,62 +276,9 @@ def applies(anchor: Anchor, fp: DeviceFingerprint) -> bool:
 def _median_seconds(fn: Any, backend: Backend, protocol: Protocol, reps: int | None = None,
                     warm: bool = True) -> float:
     """Median seconds per call of ``fn`` with the protocol's warm-up and repetition counts
-    (``reps``/``warm`` override them for the single timed calls of an interleaved pair)."""
-    import torch
-
-    if reps is not None:
-        if warm:
-            for _ in range(protocol.timing.cpu.warmup_reps):
-                fn()
-        if backend == "cuda":
-            torch.cuda.synchronize()
-            s, e = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-                    torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-            out: list[float] = []
-            for _ in range(reps):
-                s.record()
-                fn()
-                e.record()
-                torch.cuda.synchronize()
-                out.append(float(s.elapsed_time(e)) / 1e3)
-            return float(statistics.median(out))
-        out = []
-        for _ in range(reps):
-            t0 = perf_counter_ns()
-            fn()
-            out.append((perf_counter_ns() - t0) / 1e9)
-        return float(statistics.median(out))
-    if backend == "cuda":
-        cu = protocol.timing.cuda
-        start, end = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-                      torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-        fn()
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        est_ms = max(start.elapsed_time(end), 1e-3)
-        for _ in range(max(1, int(cu.warmup_ms / est_ms))):
-            fn()
-        reps = int(min(cu.max_reps, max(cu.min_reps, cu.rep_ms / est_ms)))
-        times: list[float] = []
-        for _ in range(reps):
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
-    cpu = protocol.timing.cpu
-    for _ in range(cpu.warmup_reps):
-        fn()
-    times = []
-    for _ in range(cpu.timed_reps):
-        t0 = perf_counter_ns()
-        fn()
-        times.append((perf_counter_ns() - t0) / 1e9)
-    return statistics.median(times)
+    (``reps``/``warm`` override them for the single timed calls of an interleaved pair), by the
+    backend's own clock (``median_seconds`` in ``harness/measure/backends/{cpu,cuda}.py``)."""
+    return backend_named(backend).median_seconds(fn, protocol, reps, warm)
 
 
 def _torch_dtype(name: str) -> Any:
@@ -343,9 +290,9 @@ def _torch_dtype(name: str) -> Any:
 def _matmul_rate(n: int, dtype: str, backend: Backend, protocol: Protocol) -> float:
     import torch
 
-    gen = torch.Generator(device=backend).manual_seed(protocol.statistics.bootstrap_seed)
-    a = torch.randn(n, n, device=backend, dtype=_torch_dtype(dtype), generator=gen)
-    b = torch.randn(n, n, device=backend, dtype=_torch_dtype(dtype), generator=gen)
+    gen = torch.Generator(device=backend_named(backend).device).manual_seed(protocol.statistics.bootstrap_seed)
+    a = torch.randn(n, n, device=backend_named(backend).device, dtype=_torch_dtype(dtype), generator=gen)
+    b = torch.randn(n, n, device=backend_named(backend).device, dtype=_torch_dtype(dtype), generator=gen)
     seconds = _median_seconds(lambda: torch.matmul(a, b), backend, protocol)
     return 2.0 * n ** 3 / seconds
 
@@ -355,15 +302,15 @@ def _matmul_rate_ratio(m: MatmulRateRatio, backend: Backend, protocol: Protocol)
     timed back to back (A B A B), so drift on a shared machine cancels within each pair."""
     import torch
 
-    gen = torch.Generator(device=backend).manual_seed(protocol.statistics.bootstrap_seed)
-    base = torch.randn(2, m.n, m.n, device=backend, generator=gen, dtype=torch.float64)
+    gen = torch.Generator(device=backend_named(backend).device).manual_seed(protocol.statistics.bootstrap_seed)
+    base = torch.randn(2, m.n, m.n, device=backend_named(backend).device, generator=gen, dtype=torch.float64)
     a1, b1 = base[0].to(_torch_dtype(m.dtype)), base[1].to(_torch_dtype(m.dtype))
     a2, b2 = base[0].to(_torch_dtype(m.over_dtype)), base[1].to(_torch_dtype(m.over_dtype))
     num, den = (lambda: torch.matmul(a1, b1)), (lambda: torch.matmul(a2, b2))
     _median_seconds(num, backend, protocol, reps=1)  # warm-up of both products
     _median_seconds(den, backend, protocol, reps=1)
     ratios: list[float] = []
-    for _ in range(protocol.timing.cpu.timed_reps if backend == "cpu" else protocol.timing.cuda.min_reps):
+    for _ in range(backend_named(backend).paired_rounds(protocol)):
         t_num = _median_seconds(num, backend, protocol, reps=1, warm=False)
         t_den = _median_seconds(den, backend, protocol, reps=1, warm=False)
         ratios.append(t_den / t_num)
@@ -379,8 +326,9 @@ def measure(m: Measure, backend: Backend, protocol: Protocol) -> float:
 
     prev_threads = torch.get_num_threads()
     torch.set_num_threads(protocol.timing.cpu.threads)
-    prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if backend == "cuda" else None
-    if backend == "cuda":
+    tf32 = backend_named(backend).matmul_tf32
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if tf32 else None
+    if tf32:
         torch.backends.cuda.matmul.allow_tf32 = protocol.correctness.allow_tf32
     try:
         if isinstance(m, HarnessCeiling):
@@ -388,7 +336,7 @@ def measure(m: Measure, backend: Backend, protocol: Protocol) -> float:
 
             return float(measure_ceilings_here(torch, backend)[m.quantity])
         if isinstance(m, CopyBandwidth):
-            src = torch.empty(m.bytes // 4, dtype=torch.float32, device=backend).uniform_()
+            src = torch.empty(m.bytes // 4, dtype=torch.float32, device=backend_named(backend).device).uniform_()
             dst = torch.empty_like(src)
             seconds = _median_seconds(lambda: dst.copy_(src), backend, protocol)
             return 2.0 * src.numel() * 4 / seconds

@@ -41,6 +41,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError, TaskError
+from harness.measure.backends import backend_named
 from harness.records import Backend, DeviceFingerprint
 from harness.store import SqliteStore
 from protocol import Protocol, load_protocol
@@ -436,7 +437,7 @@ def retest_run(store: SqliteStore, run_id: str, backend: Backend, protocol: Prot
     p = protocol or load_protocol()
     home = certified_best(store, run_id)
     source = store.candidate_content(home.candidate_sha256)
-    if backend == "mlx":
+    if not backend_named(backend).torch_children:   # MLX: its own runner (harness.measure.backends.mlx_runner)
         leg = measure_mlx(resolve_task_file(store, home.task_id, task_path), source, p)
     else:
         task: str | Path = home.task_id

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from harness.errors import CandidateError, IncomparableError
 from harness.measure.collect import Collected, Collector
+from harness.measure.backends import backend_named
 from harness.measure.device import achieved_fraction, ceiling_defect, roofline_fraction
 from harness.measure.evidence import Evidence
 from harness.measure.session import MeasurementContext
@@ -230,7 +231,7 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
 
     # issue 27: the figure uses the physical-limit gate's ceiling (on CPU the cache-resident bandwidth) and
     # is never above 1.0; a time beyond the floor is a ceiling defect, said in the detail, not a fraction
-    cache_factor = proto.gates.physical_cpu_cache_factor if session.backend == "cpu" else 1.0
+    cache_factor = backend_named(session.backend).cache_factor(proto)   # CPU: gates.physical_cpu_cache_factor
     roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med, cache_factor=cache_factor)
     roof_defect = ceiling_defect(achieved_fraction(task_bytes, cost.flops, session.ceilings, cand_med,
                                                    cache_factor=cache_factor), session.ceilings)
@@ -260,7 +261,7 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
         # and how many distinct input sets each arm's timed calls received (per paired seed)
         "memory_plan": col.memory_plan,
-        "output_transport": col.transport or ("file" if session.backend != "cuda" else "device"),
+        "output_transport": col.transport or backend_named(session.backend).default_transport,
         "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
                                     "refill": tf.input_refill} for tf in col.timed_facts(arm)]
                              for arm in col.timed},

@@ -44,6 +44,7 @@ import importlib.util  # noqa: E402
 import secrets  # noqa: E402
 import socket  # noqa: E402
 import time  # noqa: E402
+import types  # noqa: E402
 
 _T_BEGIN = time.monotonic()   # start-up stages, reported in the ready reply (where a session's open goes)
 import torch  # noqa: E402
@@ -52,9 +53,9 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 from harness.measure.runner._inputs import (TASK_DISTRIBUTION, TimedSets, fingerprints, inputs_from_spec,  # noqa: E402
                                             make_inputs, sample_key, unchanged_marks)
 from harness.measure.runner._inputs import make_inputs_noted  # noqa: E402
-from harness.measure.runner import _share  # noqa: E402
+from harness.measure.backends import _share  # noqa: E402
 from harness.measure.timing import _cpu  # noqa: E402
-from harness.measure.timing._cuda import graph_replays_fitting  # noqa: E402
+from harness.measure.backends import load_in_child  # noqa: E402
 from harness.measure.timing._clock import perf_counter_ns as _now  # noqa: E402
 from harness.measure.timing._clock import time_functions_intact  # noqa: E402
 from harness.measure.runner._serve import Handler, serve  # noqa: E402
@@ -67,27 +68,19 @@ BACKEND: str = CONFIG["backend"]
 # this child's end of its fd channel to the harness (device-memory fds of shared outputs; see _share)
 _FD_CHANNEL: socket.socket | None = (socket.socket(fileno=int(CONFIG["fd_channel"]))
                                      if CONFIG.get("fd_channel") is not None else None)
-DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
+# the backend's part in this child (harness.measure.backends: device start, facts, ceilings, timing loop)
+_BACKEND_SPEC = load_in_child(BACKEND, CONFIG)
+DEVICE = _BACKEND_SPEC.device
 _T_TORCH = time.monotonic()
 torch.set_num_threads(int(CONFIG["threads"]))
 _ALLOW_TF32 = bool(CONFIG["allow_tf32"]) and ROLE != "reference"
 torch.backends.cuda.matmul.allow_tf32 = _ALLOW_TF32
 torch.backends.cudnn.allow_tf32 = _ALLOW_TF32
 torch.set_float32_matmul_precision("high" if _ALLOW_TF32 else "highest")
-_CUDA_TIMER: Any = None
-if BACKEND == "cuda":
-    from harness.measure.timing._cuda import CudaTimer
-
-    torch.cuda.init()
-    _CUDA_TIMER = CudaTimer(torch, int(CONFIG["cuda"]["l2_flush_bytes"]))
-    _DEVICE_TOTAL = int(torch.cuda.mem_get_info()[1])
-else:
-    _DEVICE_TOTAL = 0
+IMPL = _BACKEND_SPEC.child(torch, CONFIG)   # starts the device and binds its timer (CUDA: CudaTimer)
+_DEVICE_TOTAL = IMPL.device_total
+_CUDA_TIMER: Any = IMPL.timer   # the backend's bound timer under its old name (None on a CPU)
 _T_DEVICE = time.monotonic()
-# CPU exact timed sets (structured inputs, the extended pass): at most this many ns of get_inputs draws per
-# repetition; the inner loop is shortened to fit (a harness cost bound, not a verdict parameter: the
-# repetition is still timed whole, and the stale/mutation checks see every set)
-_EXACT_DRAWS_PER_REP_NS = 50_000_000
 _WATCHED = ("torch.nn.Module.__call__", "torch.manual_seed", "torch.set_num_threads", "torch.get_num_threads",
             "torch.set_num_interop_threads", "torch.save", "torch.load", "torch.no_grad")
 
@@ -134,13 +127,7 @@ def _harness_globals() -> dict[str, Any]:
     for meth in ("take", "spec", "_layout", "_pool_for", "retire", "_per_pool"):
         found[f"TimedSets.{meth}.__code__"] = getattr(getattr(inputs_mod.TimedSets, meth, None), "__code__", None)
         found[f"TimedSets.{meth}"] = getattr(inputs_mod.TimedSets, meth, None)
-    if _CUDA_TIMER is not None:
-        for attr in ("_event", "_record", "_elapsed", "_sync", "_graph_cls", "_replay", "_stream_sync",
-                     "_current_stream"):
-            found[f"CudaTimer.{attr}"] = getattr(_CUDA_TIMER, attr, None)
-        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events", "_refill"):
-            method = getattr(type(_CUDA_TIMER), meth, None)
-            found[f"CudaTimer.{meth}.__code__"] = getattr(method, "__code__", None)
+    found.update(IMPL.timer_globals())   # the backend's timer (CUDA: CudaTimer's bound methods and code)
     return found
 
 
@@ -221,6 +208,9 @@ _DEFERRED_KEYS = tuple(k for k in (getattr(torch._C.DispatchKey, n, None) for n 
     "Python", "PythonTLSSnapshot", "Functionalize", "Conjugate", "Negative", "ZeroTensor", "Lazy", "Meta",
     "FuncTorchBatched", "FuncTorchGradWrapper", "BatchedNestedTensor")) if k is not None)
 _UNFINISHED: list[str] = []              # every refusal this child made, for the integrity reply
+# device types whose tensors are materialised (the host's and the backend's own; "cuda" on every backend, as
+# before backends were plug-ins, so a CPU session's check is unchanged)
+_FINISHED_DEVICES = tuple(dict.fromkeys(("cpu", "cuda", DEVICE)))
 OUTPUTS_FINISHED = "outputs.finished"    # its integrity check's name (read by the timer-tampering gate)
 
 
@@ -244,7 +234,7 @@ def _unfinished(out: Any, deep: bool, where: str = "the output") -> str | None:
         if pending:
             return (f"{where} is a torch.Tensor whose values are still pending ({', '.join(pending)} "
                     "dispatch keys: a lazy view, zero or wrapper tensor computed only when read)")
-        if device not in ("cpu", "cuda") or nested:
+        if device not in _FINISHED_DEVICES or nested:
             return f"{where} is a {'nested' if nested else device} tensor, not a materialised one"
         return None
     if isinstance(out, (tuple, list)):
@@ -345,8 +335,7 @@ S.device_total = _DEVICE_TOTAL
 
 
 def _sync() -> None:
-    if _CUDA_TIMER is not None:
-        _CUDA_TIMER.sync()
+    IMPL.sync()
 
 
 def _import_file(path: str, name: str) -> Any:
@@ -394,19 +383,11 @@ def _free_device(nbytes: int) -> None:
     Only when this process holds more than a quarter of the device: three arms' caches then fit
     beside each other, and a needless release costs a device synchronisation and a re-allocation
     of gigabytes in the next block."""
-    if BACKEND == "cuda" and nbytes >= S.large_bytes and torch.cuda.memory_reserved() > S.device_total // 4:
-        torch.cuda.empty_cache()
+    IMPL.free_device(nbytes, S.large_bytes)   # CUDA: empty_cache past large_bytes when over a quarter held
 
 
 def _nbytes(items: list[Any]) -> int:
     return int(sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor)))
-
-
-def _device_memory() -> dict[str, int]:
-    if BACKEND != "cuda":
-        return {}
-    free, total = torch.cuda.mem_get_info()
-    return {"device_free_bytes": int(free), "device_total_bytes": int(total)}
 
 
 def _restore_watched() -> list[str]:
@@ -473,9 +454,10 @@ def _cmd_load(cmd: M.Load) -> dict[str, Any]:
         _sync()
         _check_finished(out)
     except Exception as exc:  # noqa: BLE001 - an allocation the device cannot hold is a verdict, not a crash
-        if ROLE != "reference" or BACKEND != "cuda" or _kind_of(exc) != "memory":
+        mem = IMPL.mem_info() if ROLE == "reference" and _kind_of(exc) == "memory" else None
+        if mem is None:   # only a device with its own memory (CUDA) calls the reference unfit
             raise
-        free, total = torch.cuda.mem_get_info()
+        free, total = mem
         return {**reply, "ok": False, "failure_kind": "memory",
                 "error": (f"unfit: the reference's own inputs and output do not fit on the device "
                           f"({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {str(exc)[:300]}")}
@@ -484,9 +466,7 @@ def _cmd_load(cmd: M.Load) -> dict[str, Any]:
         reply["output_bytes"] = out_bytes
     del inputs, out
     _free_device(in_bytes + out_bytes)
-    if BACKEND == "cuda":
-        reply["peak_device_bytes"] = int(torch.cuda.max_memory_allocated())
-        reply.update(_device_memory())
+    reply.update(IMPL.load_facts())   # CUDA: peak_device_bytes, device_free_bytes, device_total_bytes
     reply["restored_by_harness"] = _restore_watched()
     return reply
 
@@ -499,7 +479,7 @@ def _run_call(inputs: list[Any], record_ops: bool,
     the call against a fresh rebuild from their seed (``rebuild``; None skips the check, as the
     reference does on a device: no gate reads the reference's inputs)."""
     tensors_in = [t for t in inputs if isinstance(t, torch.Tensor)]
-    on_device = BACKEND == "cuda"
+    on_device = IMPL.on_device
     before = fingerprints(torch, inputs) if not on_device else []
     facts: dict[str, Any] = {"threads_before": _os_threads()}
     recorder = _OpRecorder() if record_ops else None
@@ -588,8 +568,7 @@ class _Steps:
         self._t = _now()
 
     def mark(self, name: str) -> None:
-        if BACKEND == "cuda":
-            torch.cuda.synchronize()
+        IMPL.synchronize()
         t = _now()
         self.s[name] = round(self.s.get(name, 0.0) + (t - self._t) / 1e9, 6)
         self._t = t
@@ -685,7 +664,7 @@ def _cmd_check(cmd: M.Check) -> dict[str, Any]:
             _share.close_opened()
             cmp = {"passed": False, "reason": f"the candidate's output could not be read: {type(exc).__name__}: "
                                               f"{str(exc)[:300]}",
-                   "transport_error": "cuda" in cmd.candidate or "vmm" in cmd.candidate}
+                   "transport_error": _share.device_transport(dict(cmd.candidate))}
         steps.mark("open")
         if cand is not None:
             check = compare_tensors(tuple(ref), cand, S.tolerances)
@@ -699,9 +678,7 @@ def _cmd_check(cmd: M.Check) -> dict[str, Any]:
             _share.close_opened()
     out_bytes = _nbytes(ref)
     del ref
-    if BACKEND == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.ipc_collect()
+    IMPL.after_compare()   # CUDA: synchronise and collect the IPC handles just closed
     _free_device(in_bytes + out_bytes)
     steps.mark("free")
     return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched(), "steps_s": steps.s}
@@ -727,8 +704,7 @@ def _cmd_release(cmd: M.Release) -> dict[str, Any]:
         kept = S.shared.pop(tag, [])
         held += _nbytes(kept)
         _share.release(torch, kept)
-    if BACKEND == "cuda":
-        torch.cuda.ipc_collect()
+    IMPL.ipc_collect()
     _free_device(held)
     return {"released": held}
 
@@ -766,39 +742,8 @@ def _cmd_prepare(cmd: M.Prepare) -> dict[str, Any]:
     S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls, S.fp_keys = seed, None, [], [], 0, []
     S.timed_keys = set()
     large = float(CONFIG["large"])
-    if BACKEND == "cuda":
-        c = CONFIG["cuda"]
-        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
-        cal = _next_sets()[0]
-        S.set_bytes = _nbytes(cal)
-        reps, est_ns = _CUDA_TIMER.calibrate(lambda: _note(_forward(cal)), c["warmup_ms"], c["rep_ms"],
-                                             c["min_reps"], c["max_reps"])
-        del cal
-        _check_timed()
-        S.method = "cuda-events+l2flush"
-        return {"reps": reps, "est_ns": est_ns, "launch_ns": float(_CUDA_TIMER.last_launch_ns), "method": S.method,
-                "input_hashes_before": ["device-checksum"]}
-    p = CONFIG["cpu"]
-    t_draw = _now()
-    cal = make_inputs(torch, S.task.get_inputs, seed, TASK_DISTRIBUTION, large, DEVICE)
-    draw_ns = max(1, _now() - t_draw)
-    S.set_bytes = _nbytes(cal)
-    S.inner, est_ns = _cpu.calibrate_inner_loop(lambda: _note(_forward(cal)), int(p["warmup_reps"]),
-                                                int(p["min_timed_ns"]))
-    _check_timed()
-    del cal
-    force_exact = bool(cmd.private_inputs)
-    S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner, force_exact=force_exact)
-    if S.sets.exact and S.inner * draw_ns > _EXACT_DRAWS_PER_REP_NS:
-        # exact sets are one whole get_inputs draw per timed call: a 7 us candidate on a problem whose draw
-        # takes 14 ms paid ~4 s of drawing per repetition (an honest sorted-input candidate's evaluation ran
-        # past 900 s); the inner loop is shortened so a repetition's draws stay within the bound
-        S.inner = max(1, _EXACT_DRAWS_PER_REP_NS // draw_ns)
-        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "window", S.inner, force_exact=force_exact)
-    S.sets.spec(0, 0)  # draws the pool now, outside any timed block
-    S.method = "cpu-perf_counter"
-    return {"reps": int(p["timed_reps"]), "inner": S.inner, "est_ns": est_ns, "method": S.method,
-            "input_hashes_before": fingerprints(torch, S.sets.pool_tensors())}
+    # the backend's calibration and timed-set layout (private_inputs: exact sets, never a window of a pool)
+    return IMPL.prepare(LOOP, seed, large, bool(cmd.private_inputs))
 
 
 def _cmd_capture(cmd: M.Capture) -> dict[str, Any]:
@@ -814,30 +759,8 @@ def _cmd_capture(cmd: M.Capture) -> dict[str, Any]:
     S.graphs, S.static = None, []
     S.method = "cuda-events+l2flush"
     seed, large = int(S.timing_seed or 0), float(CONFIG["large"])
-    probe_error = ""
-    if BACKEND == "cuda" and cmd.graph:
-        assert S.sets is not None
-        one = _next_sets()[0]
-        replays = graph_replays_fitting(_nbytes(one), CONFIG["cuda"], S.graph_sets_max_bytes)
-        if replays:
-            S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "graph", replays)
-            S.static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in one] for _ in range(replays)]
-            S.graphs = _CUDA_TIMER.capture_graphs(lambda b: _note(_forward(S.static[b])), replays, replays)
-            probe_error = _CUDA_TIMER.probe_error
-            if not _CUDA_TIMER.probe_clean:
-                # the harness could not put its own process back as it was: its failure, not the candidate's
-                raise RuntimeError(f"harness: the CUDA-graph capture probe left this process's CUDA state "
-                                   f"unusable ({_CUDA_TIMER.probe_error}); this is not the candidate's error")
-            if S.graphs is not None:
-                S.method = "cuda-graph"
-                _check_finished([out for _, outs in S.graphs for out in outs])
-            else:
-                S.static = []
-        del one
-    _check_timed()
-    if BACKEND == "cuda" and S.graphs is None and (S.sets is None or S.sets.mode != "fresh"):
-        S.sets = TimedSets(torch, S.task.get_inputs, seed, large, DEVICE, "fresh", 1)
-        S.sets.q = 1 << 20   # past every set already handed out (the calibration's included)
+    # CUDA: capture graphs when asked, else fresh sets for events (see harness.measure.backends.cuda)
+    probe_error = IMPL.capture(LOOP, bool(cmd.graph), seed, large)
     S.fp_acc, S.timed_keys, S.timed_calls, S.fp_keys = [], set(), 0, []
     # probe_error: why a capture was not taken (the harness's fact: this seed is timed by events)
     return {"captured": S.graphs is not None, "method": S.method, "probe_error": probe_error}
@@ -864,47 +787,7 @@ def _cmd_block(cmd: M.Block) -> dict[str, Any]:
     rep_q: dict[int, int] = {}
     cpu0, thr0 = _clock.process_time_ns(), _clock.thread_time_ns()
 
-    chk = {"calls": 0, "done": False}
-
-    def checked_after() -> None:
-        """CUDA events path: after each call, decide at random whether to check that call's set for
-        writes, so that exactly one call of every block is checked, at a uniformly random position
-        (probability 1/calls left). The decision is drawn after the call returned, so the call cannot
-        know it. Every arm checks alike: the timer-tampering gate compares the candidate's
-        harness-side time per block with the baseline's, so the work must be the same in both."""
-        if not S.cur:
-            return
-        left = max(1, reps - chk["calls"])
-        chk["calls"] += 1
-        if not chk["done"] and secrets.randbelow(left) == 0:
-            chk["done"] = True
-            _track_out(S.cur, S.last_q)
-
-    def before(rep: int) -> None:
-        if BACKEND == "cuda" and S.cur:
-            checked_after()                # the previous set, after its call: did the model write it?
-            S.cur = []                     # freed before the next set is drawn (two sets at most)
-        S.cur = _next_sets()
-        rep_q[rep] = S.last_q
-        S.timed_calls += len(S.cur)
-        if BACKEND == "cuda":
-            S.fp_keys.append(sample_key(torch, S.cur[0]))   # queued, read once at the seed's end
-        else:
-            _note_sets(S.cur)
-
-    if S.graphs is not None:
-        def refill(rep: int) -> None:
-            _refill_static(rep)
-            rep_q[rep] = S.last_q
-
-        bt = _CUDA_TIMER.time_block_graph(S.graphs, reps, len(S.static), capture, refill)
-    elif BACKEND == "cuda":
-        bt = _CUDA_TIMER.time_block(lambda r: _note(_forward(S.cur[0])), reps, capture, before,
-                                    lambda r: checked_after())
-    else:
-        for _ in range(int(CONFIG["cpu"]["block_warmup_calls"])):
-            _note(_forward(_next_sets()[0]))   # a set of its own: a warm-up never previews a timed input
-        bt = _cpu.time_block_sets(lambda r, i: _note(_forward(S.cur[i])), reps, S.inner, capture, before)
+    bt = IMPL.block(LOOP, reps, capture, rep_q)   # the backend's timing loop (CPU, CUDA events or graphs)
     if S.graphs is None:
         S.cur = []
     _check_timed()   # an unfinished output is refused before any harness code reads one
@@ -919,8 +802,7 @@ def _cmd_block(cmd: M.Block) -> dict[str, Any]:
                               "output_path": str(share.get("path", "")), "tag": tag})
     bt.captured.clear()
     other_cpu = (_clock.process_time_ns() - cpu0) - (_clock.thread_time_ns() - thr0)
-    if BACKEND == "cuda" and S.graphs is None:
-        _free_device(2 * S.set_bytes)  # heavy arms take turns: this arm's cache goes back between blocks
+    IMPL.after_block(LOOP)   # CUDA events: this arm's cache goes back between blocks
     return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
             "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs,
             "harness_ns": bt.harness_ns, "handler_ns": float(_now() - t_cmd)}
@@ -1002,8 +884,7 @@ def _cmd_integrity(cmd: M.Integrity) -> dict[str, Any]:
     checks.update(time_functions_intact())
     now = _harness_globals()
     checks.update({name: now.get(name) is orig for name, orig in _HARNESS_GLOBALS.items()})
-    if _CUDA_TIMER is not None:
-        checks.update(_CUDA_TIMER.intact(_intact))
+    checks.update(IMPL.timer_intact(_intact))
     checks["torch_threads_pinned"] = torch.get_num_threads() == int(CONFIG["threads"])
     # every output this child saw was a plain, finished tensor and no mode was left active (issue 25;
     # the timer-tampering gate words a False here as a deferred output)
@@ -1039,6 +920,15 @@ def _brief(exc: BaseException) -> str:
     text = "".join(tb[-3:])
     return text[-2000:]
 
+
+# what a backend's timing loop may use of this child (harness.measure.backends._base.ChildBackend): its state
+# and the helpers every backend's loop shares, bound once, after they are all defined
+LOOP = types.SimpleNamespace(
+    S=S, torch=torch, config=CONFIG, device=DEVICE, cpu_timing=_cpu, now=_now, secrets=secrets,
+    make_inputs=make_inputs, TASK_DISTRIBUTION=TASK_DISTRIBUTION, TimedSets=TimedSets, fingerprints=fingerprints,
+    sample_key=sample_key, nbytes=_nbytes, note=_note, forward=_forward, check_timed=_check_timed,
+    check_finished=_check_finished, next_sets=_next_sets, note_sets=_note_sets, track_out=_track_out,
+    refill_static=_refill_static, free_device=_free_device)
 
 _HANDLERS: dict[str, Handler] = {"load": _cmd_load, "call": _cmd_call, "prepare": _cmd_prepare, "block": _cmd_block,
              "finish_seed": _cmd_finish_seed, "capture": _cmd_capture, "check": _cmd_check,

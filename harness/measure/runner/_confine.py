@@ -23,7 +23,7 @@ Inside bwrap, ``UntypedStorage._share_cuda_`` (cudaIpcGetMemHandle) fails in the
 cudaErrorInvalidValue, in every variant tried (each of ``CUDA_RELAXATIONS`` alone and combined, and both
 arms in one shared or nested PID namespace); unconfined it works. What works confined: a CUDA VMM
 allocation exported as a file descriptor and passed over each child's fd channel through the harness
-(:mod:`harness.measure.runner._vmm`, :mod:`harness.measure.runner._share`); every H200 A/A run of the KernelBench sweep
+(:mod:`harness.measure.backends._vmm`, :mod:`harness.measure.backends._share`); every H200 A/A run of the KernelBench sweep
 on 2026-12-03 from revision ``e535436`` on recorded ``output_transport: vmm-fd`` with confined children.
 
 Where ``bwrap`` is missing or refused by the kernel, the child runs unconfined, and
@@ -295,7 +295,11 @@ def plan(backend: str, workdir: Path, scratch: Path, extra_ro: tuple[str, ...] =
         return ConfinePlan("unconfined:bwrap not found (install bubblewrap or set ATB_BWRAP)")
     if not os.access(base[0], os.X_OK):
         return ConfinePlan(f"unconfined:bwrap not found at {base[0]}")
-    cuda = backend == "cuda"
+    from harness.measure.backends import backend_named
+
+    spec = backend_named(backend)
+    cuda = spec.gpu_nodes   # a GPU's device nodes are bound, its relaxations apply (harness.measure.backends.cuda)
+    extra_ro = (*extra_ro, *spec.confinement_ro_paths())   # a plug-in backend's own module, read-only
     relax = cuda_relaxations() if cuda else []
     project = _project_roots()
     ro: list[str] = []

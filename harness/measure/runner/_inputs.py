@@ -182,12 +182,13 @@ def _run_get_inputs(torch: Any, get_inputs: Callable[[], list[Any]], seed: int, 
     """``get_inputs()`` under ``torch.manual_seed(seed)``, on ``device`` (a device context on CUDA, so
     its draws happen there), under the class's draw mode when one is given (innermost: it sees each
     call first, and the tensors it makes still land on the device)."""
-    if device == "cpu":
+    on_host = device == "cpu"
+    if on_host:
         torch.default_generator.manual_seed(seed)   # what torch.manual_seed does for CPU draws, 30x cheaper
     else:
         torch.manual_seed(seed)
     with contextlib.ExitStack() as stack:
-        if device != "cpu":
+        if not on_host:
             stack.enter_context(torch.device(device))
         if mode is not None:
             stack.enter_context(mode)

@@ -211,7 +211,7 @@ class Worker:
         r, w = os.pipe()
         out_r, out_w = os.pipe()
         self._reply_r = r
-        # the fd channel: device-memory fds of shared outputs (harness.measure.runner._share) cross here
+        # the fd channel: device-memory fds of shared outputs (harness.measure.backends._share) cross here
         self._fdsock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {**self.config, "fd_channel": child_sock.fileno()}
         self.spawned_at = time.monotonic()
@@ -292,7 +292,7 @@ class Worker:
     def receive_fd(self, tag: str, timeout_s: float | None = None) -> int | None:
         """The fd this child sent under ``tag`` (the caller closes it), or None if none came in time
         (a candidate that never sends one only makes its own comparison fall back to a file)."""
-        from harness.measure.runner._share import recv_tagged_fd
+        from harness.measure.backends._share import recv_tagged_fd
 
         if self._fdsock is None:
             return None

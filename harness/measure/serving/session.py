@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Protocol as TypingProtocol
 
+from harness.measure.backends import backend_named
 from harness.records import Backend, DeviceFingerprint
 from harness.store import ResultStore
 from protocol import Protocol
@@ -63,8 +64,9 @@ def engine_fingerprint(backend: Backend = "cpu") -> DeviceFingerprint:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = "not-installed"
-    gpu_name, driver = _gpu() if backend == "cuda" else (None, None)
-    return DeviceFingerprint(backend=backend, cpu_model=_cpu_model(), cpu_count=os.cpu_count() or 1,
+    spec = backend_named(backend)
+    gpu_name, driver = _gpu() if spec.gpus else (None, None)
+    return DeviceFingerprint(backend=spec.stored_as, cpu_model=_cpu_model(), cpu_count=os.cpu_count() or 1,
                              gpu_name=gpu_name, gpu_driver=driver, torch_version=torch_version)
 
 

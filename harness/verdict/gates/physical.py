@@ -32,6 +32,7 @@ A task's author who declares its bytes states what any correct candidate must mo
 
 from __future__ import annotations
 
+from harness.measure.backends import backend_named
 from harness.measure.evidence import Evidence, TensorMeta
 from harness.verdict.gates._base import gate
 from protocol import Protocol
@@ -84,7 +85,7 @@ def bandwidth(evidence: Evidence, protocol: Protocol) -> float | None:
     """The byte rate the floor uses: the session's copy ceiling, times the CPU cache factor on a CPU."""
     if evidence.ceilings is None:
         return None
-    factor = protocol.gates.physical_cpu_cache_factor if evidence.backend == "cpu" else 1.0
+    factor = backend_named(evidence.backend).cache_factor(protocol)   # CPU: gates.physical_cpu_cache_factor
     return evidence.ceilings.bytes_per_s * factor
 
 

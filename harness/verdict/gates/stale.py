@@ -14,6 +14,7 @@ say a value was repeated or were not recorded on a torch backend.
 
 from __future__ import annotations
 
+from harness.measure.backends import backend_named
 from harness.measure.evidence import Evidence
 from harness.verdict.gates._base import gate
 from protocol import Protocol
@@ -37,7 +38,7 @@ def stale_gate(evidence: Evidence, protocol: Protocol) -> tuple[list[str], str]:
                 f"the output of a timed repetition on input seed {c.seed} does not match the reference "
                 f"({c.reason or 'mismatch'}): it returns a cached or earlier result, or behaves "
                 "differently when timed than when checked")
-    if evidence.backend in ("cpu", "cuda"):
+    if backend_named(evidence.backend).counts_input_sets:   # the torch children count them (not MLX's)
         for t in evidence.candidate_timed + evidence.baseline_timed:
             if t.timed_calls <= 0:
                 problems.append(f"the worker recorded no count of distinct timed input sets on seed {t.seed}; "

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from harness.measure.backends import backend_named
 from harness.measure.evidence import Evidence, TimedFacts
 from harness.verdict.gates._base import gate, is_torch_op_check
 from harness.verdict.gates._source import SourceScan, matching, scan_source
@@ -130,7 +131,7 @@ def _parent_clock_problems(evidence: Evidence, protocol: Protocol) -> list[str]:
     loaded 2-core machine was seen to add 4 ms per block more for an honest candidate than for the
     baseline (a 7.5x median), which no limit can tell from a slowed clock.
     """
-    if evidence.backend != "cuda":
+    if not backend_named(evidence.backend).judges_parent_wall:   # CUDA only (see above)
         return []
     limit = protocol.gates.tamper_parent_over_worker_max
     base = {b.seed: b for b in evidence.baseline_timed}

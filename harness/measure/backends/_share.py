@@ -5,7 +5,7 @@ process that compares must be one that never imports candidate code (the referen
 candidate's process must never obtain the reference's outputs.
 
 * CUDA, first choice: the candidate child copies its outputs into one CUDA VMM allocation
-  (:mod:`harness.measure.runner._vmm`) and sends that allocation's file descriptor over its fd channel (a
+  (:mod:`harness.measure.backends._vmm`) and sends that allocation's file descriptor over its fd channel (a
   Unix socket to the harness, ``SCM_RIGHTS``); the harness forwards the fd to the reference child
   over the reference's own channel, and the reference maps it and compares on the device. An fd
   crosses the confinement's namespaces, where legacy CUDA IPC does not.
@@ -29,7 +29,7 @@ import base64
 import socket
 from typing import Any
 
-from harness.measure.runner import _vmm
+from harness.measure.backends import _vmm
 
 # (device, handle, size, offset, ref-counter handle, ref-counter offset, event handle, event sync)
 _IPC_TYPES: tuple[tuple[type, ...], ...] = ((int,), (bytes,), (int,), (int,), (bytes, type(None)), (int,),
@@ -246,3 +246,20 @@ def recv_tagged_fd(channel: socket.socket, tag: str, timeout_s: float, pending: 
         pending[got] = fds[0]
         while len(pending) > max_pending:
             _vmm.close_fd(pending.pop(next(iter(pending))))
+
+
+def device_transport(desc: dict[str, Any]) -> bool:
+    """Whether a descriptor names a device-memory transport (CUDA IPC or a VMM fd): an output that could
+    not be read through one is the transport's failure (the parent retries it as a file)."""
+    return "cuda" in desc or "vmm" in desc
+
+
+def transport_kind(share: dict[str, Any]) -> str:
+    """How an output travelled, in the words a verdict records (``vmm-fd``, ``cuda-ipc``, ``file``)."""
+    if "vmm" in share:
+        kind = "vmm-fd"
+    elif "cuda" in share:
+        kind = "cuda-ipc" + (f" (vmm refused: {str(share['vmm_error'])[:160]})" if share.get("vmm_error") else "")
+    else:
+        kind = "file" + (f" ({str(share['ipc_error'])[:200]})" if share.get("ipc_error") else "")
+    return kind
