@@ -104,6 +104,11 @@ def read_state(out: Path, max_attempts: int) -> tuple[set[str], dict[str, int], 
     return settled, abandoned, errors
 
 
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
 def campaign_row(store: Any, cid: str) -> dict[str, Any]:
     """The per-problem record of a finished campaign, read back from the store."""
     from harness.tuning.campaigns import get_iterations, summarize
@@ -121,6 +126,9 @@ def campaign_row(store: Any, cid: str) -> dict[str, Any]:
             "speedup": it.speedup, "ci": [it.ci_low, it.ci_high] if it.ci_low is not None else None,
             "usable": it.usable, "unusable_reason": it.unusable_reason,
             "reason": (verdict.reason if verdict is not None else "")[:400],
+            # the exception, where the reason is a traceback (a broken problem's reference, a failed compile),
+            # which the first 400 characters cut off; the finished campaign's store is deleted
+            "reason_last_line": _last_line(verdict.reason if verdict is not None else ""),
             "candidate_sha256": it.detail.get("candidate_sha256") or it.candidate_sha256,
         })
     usable = [i for i in iterations if i["usable"] and i["speedup"] is not None]
@@ -132,6 +140,8 @@ def campaign_row(store: Any, cid: str) -> dict[str, Any]:
         "outcome": s.outcome.status if s.outcome else "unfinished",
         "iterations_recorded": s.iterations_recorded, "usable_iterations": s.usable_iterations,
         "correct_iterations": correct,
+        # verdicts whose failure is the problem's own (its reference did not import, build or run), not the point's
+        "reference_failures": sum(1 for i in iterations if i["reason"].startswith("reference ")),
         "correct_fraction": correct / s.iterations_recorded if s.iterations_recorded else None,
         "best_speedup": s.best_speedup, "best_ci": list(s.best_ci) if s.best_ci else None,
         "best_iteration": s.best_iteration, "best_knobs": best["knobs"] if best else None,
