@@ -33,6 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/, for _measuring_digest
+    sys.path.append(str(Path(__file__).resolve().parent))
+from _measuring_digest import process_measuring_digest
 
 TASKS = {
     "gpu_relu": '''
@@ -261,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, src in TASKS.items():
         (work / f"{name}.py").write_text(src.lstrip(), encoding="utf-8")
     proto = load_protocol()
-    doc: dict[str, Any] = {"protocol_sha256": proto.sha256, "device": torch.cuda.get_device_name(0),
+    doc: dict[str, Any] = {"protocol_sha256": proto.sha256, "measuring_digest": process_measuring_digest(ROOT),
+                           "device": torch.cuda.get_device_name(0),
                            "torch": torch.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "stream_probe": stream_probe(), "cases": []}
     out_path.write_text(json.dumps(doc, indent=2))

@@ -18,7 +18,8 @@ honest entry, the independent measurement in a fresh process (reference timed, t
 imported and timed, then both again: ratio = median reference time / median candidate time, backend
 flags the candidate changed put back before each reference timing). Lines already in ``--out`` are
 skipped (an ``error`` row, where ``atb eval`` broke without a verdict, is retried once). Every line
-carries code_rev (``$ATB_CODE_REV`` or ``git rev-parse``), the protocol digest and the device.
+carries code_rev (``$ATB_CODE_REV`` or ``git rev-parse``), the measuring digest of the tree it ran in
+(``benchmarks/_measuring_digest.py``), the protocol digest and the device.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ for p in (str(ROOT), str(REDTEAM), str(ROOT / "benchmarks")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import append_line, child_env, now_utc, parse_json_output, run_bounded  # noqa: E402
 
 
@@ -425,7 +427,8 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
     row: dict[str, Any] = {
         "kind": entry["kind"], "name": entry["name"], "class": entry["class"], "task": entry["task_label"],
         "backends": entry["backends"], "expected_gate": entry["expected_gate"], "source": entry["source"],
-        "device": args.device, "code_rev": rev, "protocol_sha256": digest, "started_utc": started,
+        "device": args.device, "code_rev": rev, "measuring_digest": process_measuring_digest(ROOT),
+        "protocol_sha256": digest, "started_utc": started,
         "wall_s": round(wall, 2), "exit_code": code, "timed_out": code is None,
         "loadavg_1m": round(os.getloadavg()[0], 2), "host_cpus": os.cpu_count(),
     }

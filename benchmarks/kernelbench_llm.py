@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measuring_digest import process_measuring_digest
 from kernelbench_random import _marked, code_rev, fold_wal, missing_campaign_modules  # noqa: E402
 from kernelbench_sweep import (  # noqa: E402
     ROOT, append_line, child_env, now_utc, problem_dir, problem_id, run_bounded, select_problems,
@@ -357,6 +358,7 @@ def sweep(args: argparse.Namespace) -> int:
             if line.startswith("  "):
                 print(line, flush=True)
         base = {"problem": p.stem, "id": problem_id(p), "level": args.level, "code_rev": rev, "device": args.device,
+                "measuring_digest": process_measuring_digest(ROOT),
                 "tuner": args.tuner, "seed": args.seed, "budget": args.budget, "campaign_key": ckey,
                 "base_url": args.base_url, "sandbox": args.sandbox, "started_utc": started, "wall_s": round(wall, 3)}
         if code is None:   # cut by this call's budget: the campaign resumes from its folder next call

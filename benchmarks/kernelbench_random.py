@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import (  # noqa: E402
     ROOT, append_line, child_env, count_sizes, now_utc, problem_dir, problem_id, run_bounded, select_problems,
 )
@@ -363,6 +364,7 @@ def sweep(args: argparse.Namespace) -> int:
             if line.startswith("  iteration"):
                 print(line, flush=True)
         base = {"problem": p.stem, "id": problem_id(p), "level": args.level, "code_rev": rev, "device": args.device,
+                "measuring_digest": process_measuring_digest(ROOT),
                 "tuner": TUNER, "seed": args.seed, "budget": args.budget, "campaign_id": cid,
                 "started_utc": started, "wall_s": round(wall, 3)}
         if code is None:   # cut by this call's budget: the campaign resumes under the same id next call

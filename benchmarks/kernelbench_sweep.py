@@ -37,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/, for _measuring_digest
+    sys.path.append(str(Path(__file__).resolve().parent))
+from _measuring_digest import process_measuring_digest
+
 ANCHOR_MARK = "ATB_KB_ANCHOR_RESULT "
 # modules that KernelBench's package imports at import time only for its LLM-inference helpers
 # (src/kernelbench/utils.py, eval.py); its evaluation path never calls them. Stubbed ONLY when missing.
@@ -295,7 +299,7 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {
         "kind": "atb_eval", "problem": problem.stem, "id": problem_id(problem), "level": level,
-        "code_rev": os.environ.get("ATB_CODE_REV", ""),
+        "code_rev": os.environ.get("ATB_CODE_REV", ""), "measuring_digest": process_measuring_digest(ROOT),
         "device": args.device, "started_utc": started, "wall_s": round(wall, 3), "exit_code": code,
         "timed_out": code is None, "timeout_s": round(timeout_s, 1),
         "input_bytes": size.get("input_bytes"), "output_bytes": size.get("output_bytes"),
@@ -340,6 +344,7 @@ def anchor_one(problem: Path, level: int, args: argparse.Namespace, timeout_s: f
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {"kind": "kb_anchor", "problem": problem.stem, "id": problem_id(problem), "level": level,
                            "code_rev": os.environ.get("ATB_CODE_REV", ""),
+                           "measuring_digest": process_measuring_digest(ROOT),
                            "device": args.device, "started_utc": started, "process_wall_s": round(wall, 3),
                            "exit_code": code, "timed_out": code is None, "timeout_s": round(timeout_s, 1)}
     found = [ln for ln in out.splitlines() if ln.startswith(ANCHOR_MARK)]

@@ -50,6 +50,9 @@ from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/, for _measuring_digest
+    sys.path.append(str(Path(__file__).resolve().parent))
+from _measuring_digest import process_measuring_digest
 
 import yaml  # noqa: E402
 
@@ -215,6 +218,7 @@ class Run:
 
     def write(self, row: dict[str, Any]) -> None:
         row = {"accelerator": self.args.accelerator, "code_rev": code_rev(),
+               "measuring_digest": process_measuring_digest(ROOT),
                "protocol_sha256": self.protocol.ref().sha256, "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                **row}
         with open(self.out, "a") as fh:
