@@ -96,6 +96,6 @@ def test_the_child_refuses_what_its_models_refuse_and_keeps_serving(tmp_path: Pa
         assert unknown["ok"] is False and unknown["error"] == "unknown command 'launch_rockets'"
         assert w.alive()
         ok = w.request(M.Integrity())     # a valid command after the refusals is answered
-        assert ok["ok"] is True and ok["op"] == "integrity"
+        assert isinstance(ok, M.IntegrityReply) and ok.ok is True and ok.op == "integrity"
     finally:
         w.close()
