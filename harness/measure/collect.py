@@ -51,6 +51,8 @@ from harness.measure.evidence import (CallFacts, Comparison, IntegrityFacts, Tim
 from harness.measure.runner import TASK_DISTRIBUTION, Worker, WorkerDied
 from harness.measure.runner import _messages as M
 from harness.measure.timing._clock import perf_counter_ns
+from harness.records import MeasurementSample
+from harness.stats import median
 from harness.tasks import Task
 from protocol import Protocol
 
@@ -110,6 +112,50 @@ class Collected:
 
     def timed_facts(self, arm: str) -> list[TimedFacts]:
         return [t.facts for t in self.timed[arm]]
+
+    # the typed pieces the verdict is built from (harness.verdict.evaluate), one arm or one fact at a time
+    def arm_rounds(self, arm: str) -> dict[int, list[list[float]]]:
+        """One arm's timed samples per seed, one block per interleaved round, in measuring order."""
+        return {t.facts.seed: t.rounds for t in self.timed[arm]}
+
+    def arm_samples(self, arm: str) -> list[MeasurementSample]:
+        """One arm's stored samples, with the round boundaries a verdict's ratio is formed over."""
+        return [MeasurementSample.from_rounds(t.facts.seed, t.rounds) for t in self.timed[arm]]
+
+    def arm_median_ns(self, arm: str) -> float | None:
+        """The median of every timed repetition of one arm (None: the arm was not timed)."""
+        times = [x for tf in self.timed_facts(arm) for x in tf.times_ns]
+        return median(times) if times else None
+
+    def timed_input_sets(self) -> dict[str, list[dict[str, Any]]]:
+        """Per arm and paired seed: calls timed, distinct input sets they received, how sets were refilled."""
+        return {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets, "refill": tf.input_refill}
+                      for tf in self.timed_facts(arm)] for arm in self.timed}
+
+    @property
+    def outputs_correct(self) -> bool:
+        """No arm failed and every correctness comparison passed."""
+        return self.failure is None and self.correct and all(
+            c.passed for c in self.comparisons if c.phase == "correctness")
+
+    @property
+    def distributions(self) -> list[str]:
+        """The input classes compared (a skipped class is not one)."""
+        return sorted({c.distribution for c in self.comparisons if c.phase != "skipped"})
+
+
+@dataclass(frozen=True)
+class ArmProcesses:
+    """The measuring processes of one evaluation: the pids the gates tell apart and each arm's confinement."""
+
+    candidate_pid: int
+    reference_pid: int
+    confinement: dict[str, str]
+
+    @classmethod
+    def of(cls, candidate: Worker, reference: Worker) -> "ArmProcesses":
+        return cls(candidate_pid=candidate.pid, reference_pid=reference.pid,
+                   confinement={"candidate": candidate.confinement, "reference": reference.confinement})
 
 
 R = TypeVar("R", bound=M.ChildReply)
