@@ -123,7 +123,7 @@ def test_timers_are_bound_before_candidate_import(workdir: Path) -> None:
         block = w.request({"op": "block", "reps": 3, "rep_offset": 0, "capture": [1], "save_dir": str(workdir)})
         # the fake clock would give 10 ns per call; the harness's bound clock sees real work
         assert min(block.times_ns) > 100
-        assert block.timed_outputs[0]["input_seed"] != 5
+        assert block.timed_outputs[0].input_seed != 5
         integ = w.request({"op": "integrity"})
         assert integ.checks["time.perf_counter_ns"] is False
         assert integ.checks["time.thread_time_ns"] is True
