@@ -11,11 +11,14 @@ import hashlib
 import json
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol import Protocol, ProtocolRef
+
+if TYPE_CHECKING:
+    from harness.stats import RatioEstimate
 
 # a measuring backend's registered name (harness.measure.backends.BACKENDS: cpu, cuda, mlx and any plug-in)
 Backend = str
@@ -138,6 +141,23 @@ class MeasurementSample(_Record):
         return out
 
 
+class SessionStamp(_Record):
+    """Where a result was measured: the session, its device and the protocol, as every stored row carries them."""
+
+    session_id: str
+    device_sha256: str = SHA256
+    protocol: ProtocolRef
+
+
+class Judgement(_Record):
+    """What the gates and the correctness check decided about one candidate (its texts already redacted)."""
+
+    status: VerdictStatus
+    correct: bool
+    reason: str = ""
+    gates: list[GateResult] = Field(min_length=1)
+
+
 class MeasurementSet(_Record):
     """All samples of one arm of one verdict, in one measurement session, on one device."""
 
@@ -155,6 +175,13 @@ class MeasurementSet(_Record):
     @property
     def seeds(self) -> list[int]:
         return sorted(s.seed for s in self.samples)
+
+    @classmethod
+    def of_arm(cls, stamp: SessionStamp, task_id: str, subject_sha256: str, arm: Arm,
+               samples: list[MeasurementSample]) -> "MeasurementSet":
+        """One arm's samples, stamped with the session that measured them."""
+        return cls(session_id=stamp.session_id, device_sha256=stamp.device_sha256, protocol=stamp.protocol,
+                   task_id=task_id, subject_sha256=subject_sha256, arm=arm, samples=samples)
 
 
 class Verdict(_Record):
@@ -187,3 +214,20 @@ class Verdict(_Record):
         if self.ratio is None or self.ci_low is None or self.ci_high is None:
             return None
         return (self.ci_high - self.ci_low) / 2.0 / self.ratio
+
+    @classmethod
+    def judged(cls, stamp: SessionStamp, judgement: Judgement, *, task_id: str, candidate_sha256: str,
+               baseline_sha256: str, baseline_label: str, estimate: RatioEstimate | None, seeds: list[int],
+               sets: tuple[MeasurementSet, MeasurementSet] | None, detail: dict[str, Any]) -> "Verdict":
+        """A kernel verdict from its pieces: the session's stamp, the judgement, the ratio estimate (None: no
+        ratio was formed), the (candidate, baseline) measurement sets stored with it, and its detail.
+        An accepted verdict with nothing to say reads "all gates passed"."""
+        status = judgement.status
+        return cls(session_id=stamp.session_id, device_sha256=stamp.device_sha256, protocol=stamp.protocol,
+                   task_id=task_id, candidate_sha256=candidate_sha256, baseline_sha256=baseline_sha256,
+                   baseline_label=baseline_label, status=status, correct=judgement.correct,
+                   reason=judgement.reason if status != "accepted" or judgement.reason else "all gates passed",
+                   ratio=estimate.ratio if estimate else None, ci_low=estimate.ci_low if estimate else None,
+                   ci_high=estimate.ci_high if estimate else None, seeds=seeds,
+                   candidate_set_id=sets[0].id if sets else None, baseline_set_id=sets[1].id if sets else None,
+                   gates=judgement.gates, detail=detail)

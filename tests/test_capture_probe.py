@@ -239,12 +239,12 @@ def test_failed_capture_in_the_child_is_the_harness_fact(tmp_path: Path) -> None
     w = Worker("candidate", worker_config("cuda", load_protocol()), tmp_path, 120.0).start()
     try:
         assert w.request({"op": "load", "task_path": str(relu.path), "task_module": "atb_task_relu", "init_seed": 3,
-                          "candidate_path": str(path), "candidate_module": "atb_candidate_syncs"})["ok"]
-        assert w.request({"op": "prepare", "seed": 7})["ok"]
+                          "candidate_path": str(path), "candidate_module": "atb_candidate_syncs"}).ok
+        assert w.request({"op": "prepare", "seed": 7}).ok
         cap = w.request({"op": "capture", "graph": True})
-        assert cap["ok"] and cap["captured"] is False and cap["probe_error"], cap
+        assert cap.ok and cap.captured is False and cap.probe_error, cap
         block = w.request({"op": "block", "reps": 3, "rep_offset": 0})
-        assert block["ok"], block.get("error")
-        assert w.request({"op": "finish_seed"})["ok"]
+        assert block.ok, getattr(block, "error", "")
+        assert w.request({"op": "finish_seed"}).ok
     finally:
         w.close()

@@ -96,6 +96,53 @@ def test_the_child_refuses_what_its_models_refuse_and_keeps_serving(tmp_path: Pa
         assert unknown["ok"] is False and unknown["error"] == "unknown command 'launch_rockets'"
         assert w.alive()
         ok = w.request(M.Integrity())     # a valid command after the refusals is answered
-        assert ok["ok"] is True and ok["op"] == "integrity"
+        assert isinstance(ok, M.IntegrityReply) and ok.ok is True and ok.op == "integrity"
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("child,union", [(TORCH_CHILD, M.TorchCommand), (MLX_CHILD, M.MlxCommand)],
+                         ids=["torch", "mlx"])
+def test_every_handler_answers_with_its_commands_reply_model(child: Path, union: Any) -> None:
+    members = _members(union)
+    for op, fn in _handler_table(child).items():
+        assert fn.returns is not None, op
+        assert ast.unparse(fn.returns).split(".")[-1] == members[op].reply_model.__name__, (op, ast.unparse(fn.returns))
+
+
+def test_a_reply_is_validated_into_its_commands_model_or_failed() -> None:
+    prepare = M.Prepare(seed=1)
+    failed = M.parse_reply(prepare, {"ok": False, "op": "prepare", "error": "boom", "failure_kind": "exception"})
+    assert isinstance(failed, M.Failed) and failed.error == "boom"
+    ok = M.parse_reply(prepare, {"ok": True, "op": "prepare", "reps": 3, "est_ns": 10.0, "method": "cpu"})
+    assert isinstance(ok, M.PrepareReply) and ok.reps == 3 and ok.inner is None
+    with pytest.raises(ValidationError, match="reps"):
+        M.parse_reply(prepare, {"ok": True, "op": "prepare", "est_ns": 1.0, "method": "cpu"})
+    with pytest.raises(ValidationError, match="n_buffers"):     # a key the model does not have
+        M.parse_reply(prepare, {"ok": True, "op": "prepare", "reps": 3, "est_ns": 1.0, "method": "cpu", "n_buffers": 4})
+    # a call that raised in the candidate is the call's own reply (its facts), not a failure of the loop
+    raised = M.parse_reply(M.Call(seed=1, distribution="task", class_inputs="factory"),
+                           {"ok": False, "op": "call", "seed": 1, "distribution": "task", "error": "x",
+                            "failure_kind": "exception", "threads_before": 2})
+    assert isinstance(raised, M.CallReply) and raised.ok is False and raised.threads_before == 2
+
+
+def test_a_reply_that_fits_no_model_is_the_childs_protocol_failure(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.measure.runner import WorkerDied
+
+    w = Worker("reference", worker_config("cpu", load_protocol()), tmp_path, 60.0).start()
+    try:
+        ready = w.wait_ready()
+        assert isinstance(ready, M.Ready) and ready.pid > 0 and "to_ready" in ready.startup_s
+        # the child answers integrity as always; the parent now expects another reply model, as it would
+        # from a child that sent the wrong shape
+        monkeypatch.setattr(M.Integrity, "reply_model", M.CeilingsReply)
+        with pytest.raises(WorkerDied) as info:
+            w.request(M.Integrity())
+        # (Worker._died kills the child first, so its SIGKILL status words the kind as a crash, as it does
+        # for an unreadable line)
+        assert "malformed reply to 'integrity'" in info.value.failure.detail, info.value.failure
+        assert not w.alive()
     finally:
         w.close()

@@ -96,8 +96,8 @@ class ModelNew(nn.Module):
 def test_importing_dynamo_in_the_child_is_not_tampering(tmp_path: Path) -> None:
     worker = Worker("candidate", worker_config("cpu", P), tmp_path, 60.0).start()
     try:
-        assert _load(worker, tmp_path, DYNAMO_IMPORTED, "dynamo")["ok"] is True
-        checks = worker.request({"op": "integrity"})["checks"]
+        assert _load(worker, tmp_path, DYNAMO_IMPORTED, "dynamo").ok is True
+        checks = worker.request({"op": "integrity"}).checks
         assert checks["torch.manual_seed"] is True and all(checks.values()), checks
     finally:
         worker.close()
@@ -137,15 +137,15 @@ class ModelNew(nn.Module):
 def test_compiled_candidate_in_the_child_records_ops_and_stays_intact(tmp_path: Path) -> None:
     worker = Worker("candidate", worker_config("cpu", P), tmp_path, 300.0).start()
     try:
-        assert _load(worker, tmp_path, COMPILED_RELU, "compiled")["ok"] is True   # compiles (untimed)
+        assert _load(worker, tmp_path, COMPILED_RELU, "compiled").ok is True   # compiles (untimed)
         first = worker.request({"op": "call", "class_inputs": "factory", "seed": 5, "distribution": "normal", "share": "a", "record_ops": True,
                                 "save_path": str(tmp_path / "a.pt")})
-        assert first["ok"] is True, first
-        assert "relu" in first["ops_called"], first["ops_called"]   # recorded from the eager run
+        assert first.ok is True, first
+        assert "relu" in first.ops_called, first.ops_called   # recorded from the eager run
         again = worker.request({"op": "call", "class_inputs": "factory", "seed": 6, "distribution": "normal", "share": "b",
                                 "save_path": str(tmp_path / "b.pt")})
-        assert again["ok"] is True, again
-        checks = worker.request({"op": "integrity"})["checks"]
+        assert again.ok is True, again
+        checks = worker.request({"op": "integrity"}).checks
         assert all(checks.values()), {k: v for k, v in checks.items() if not v}
         assert worker.scratch is not None
         assert (worker.scratch / "compile-cache" / "inductor").is_dir()   # the child's own cache, in its scratch

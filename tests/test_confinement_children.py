@@ -111,7 +111,7 @@ def test_a_candidate_sees_no_parent_store_network_or_other_process(tmp_path: Pat
         assert "pidns" in w.confinement and "netns" in w.confinement
         assert ("seccomp" in w.confinement) == (seccomp_program() is not None)
         reply = w.request(_load_cmd(workdir, _attack_source(outside, listener), task_copy))
-        assert reply.get("ok"), reply
+        assert reply.ok, reply
         line = [ln for ln in w.log_tail(20000).splitlines() if ln.startswith("ATB-ATTACK ")]
         assert line, w.log_tail()
         seen = json.loads(line[-1].split(" ", 1)[1])
@@ -154,7 +154,7 @@ def test_the_child_is_an_unprivileged_filtered_process(tmp_path: Path) -> None:
     """)
     w = Worker("candidate", _config(), tmp_path, 120.0).start()
     try:
-        assert w.request(_load_cmd(tmp_path, probe)).get("ok")
+        assert w.request(_load_cmd(tmp_path, probe)).ok
         line = [ln for ln in w.log_tail(20000).splitlines() if ln.startswith("ATB-FACTS ")]
         facts = json.loads(line[-1].split(" ", 1)[1])
         assert w.scratch is not None and facts["cwd"] == str(w.scratch.resolve())
@@ -224,7 +224,7 @@ _STANDIN = textwrap.dedent("""
     w = Worker("candidate", worker_config("cpu", load_protocol()), workdir, 120.0).start()
     r = w.request({"op": "load", "task_path": sys.argv[1], "task_module": "atb_task_relu", "init_seed": 3,
                    "candidate_path": str(workdir / "atb_candidate_s.py"), "candidate_module": "atb_candidate_s"})
-    print(json.dumps({"ok": r.get("ok"), "confinement": w.confinement, "workdir": str(workdir),
+    print(json.dumps({"ok": r.ok, "confinement": w.confinement, "workdir": str(workdir),
                       "scratch": str(w.scratch)}), flush=True)
     sys.stdin.read()
 """)
@@ -312,7 +312,7 @@ def test_a_candidate_printing_500_mb_fills_nothing(tmp_path: Path) -> None:
     """)
     w = Worker("candidate", _config(), tmp_path, 240.0).start()
     try:
-        assert w.request(_load_cmd(tmp_path, src), timeout_s=240.0).get("ok")
+        assert w.request(_load_cmd(tmp_path, src), timeout_s=240.0).ok
         assert w.output is not None
         deadline = time.monotonic() + 30
         while w.output.total < 500 << 20 and time.monotonic() < deadline:

@@ -124,10 +124,10 @@ def test_unfinished_outputs_are_refused_before_they_are_read(tmp_path: Path) -> 
     try:
         for name, body, says in REFUSED:
             r = _load(worker, tmp_path, body, name)
-            assert r["ok"] is False and r["failure_kind"] == "exception", (name, r)
-            assert r["error"].startswith("refused: ") and says in r["error"], (name, r["error"])
-            assert "Traceback" not in r["error"] and "File " not in r["error"]   # the refusal, no harness traceback
-        assert worker.request({"op": "integrity"})["checks"][OUTPUTS_FINISHED] is False
+            assert r.ok is False and r.failure_kind == "exception", (name, r)
+            assert r.error.startswith("refused: ") and says in r.error, (name, r.error)
+            assert "Traceback" not in r.error and "File " not in r.error   # the refusal, no harness traceback
+        assert worker.request({"op": "integrity"}).checks[OUTPUTS_FINISHED] is False
     finally:
         worker.close()
 
@@ -135,12 +135,12 @@ def test_unfinished_outputs_are_refused_before_they_are_read(tmp_path: Path) -> 
 def test_output_that_turns_lazy_when_timed_is_refused_in_the_timed_loop(tmp_path: Path) -> None:
     worker = _worker(tmp_path)
     try:
-        assert _load(worker, tmp_path, LAZY_WHEN_TIMED, "lazy_timed")["ok"] is True
-        assert worker.request({"op": "integrity"})["checks"][OUTPUTS_FINISHED] is True
+        assert _load(worker, tmp_path, LAZY_WHEN_TIMED, "lazy_timed").ok is True
+        assert worker.request({"op": "integrity"}).checks[OUTPUTS_FINISHED] is True
         prep = worker.request({"op": "prepare", "seed": 11})   # calibration calls are checked like timed ones
-        reply = prep if not prep["ok"] else worker.request({"op": "block", "reps": 2, "rep_offset": 0})
-        assert reply["ok"] is False and "refused: " in reply["error"] and "subclass" in reply["error"], reply
-        assert worker.request({"op": "integrity"})["checks"][OUTPUTS_FINISHED] is False
+        reply = prep if not prep.ok else worker.request({"op": "block", "reps": 2, "rep_offset": 0})
+        assert reply.ok is False and "refused: " in reply.error and "subclass" in reply.error, reply
+        assert worker.request({"op": "integrity"}).checks[OUTPUTS_FINISHED] is False
     finally:
         worker.close()
 
@@ -149,11 +149,11 @@ def test_plain_outputs_pass(tmp_path: Path) -> None:
     worker = _worker(tmp_path)
     try:
         for name, body in (("plain", PLAIN), ("plain_tuple", PLAIN_TUPLE)):
-            assert _load(worker, tmp_path, body, name)["ok"] is True
+            assert _load(worker, tmp_path, body, name).ok is True
             call = worker.request({"op": "call", "class_inputs": "factory", "seed": 5, "distribution": "normal", "share": f"t-{name}",
                                    "save_path": str(tmp_path / f"{name}.pt")})
-            assert call["ok"] is True, call
-        assert worker.request({"op": "integrity"})["checks"][OUTPUTS_FINISHED] is True
+            assert call.ok is True, call
+        assert worker.request({"op": "integrity"}).checks[OUTPUTS_FINISHED] is True
     finally:
         worker.close()
 

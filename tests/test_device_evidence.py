@@ -106,23 +106,23 @@ def test_reference_compares_in_its_own_process_and_writes_nothing(tmp_path: Path
     try:
         tols = {n: t.model_dump() for n, t in P.correctness.tolerances.items()}
         base = {"op": "load", "task_path": str(task.path), "task_module": "atb_task_relu", "init_seed": 1}
-        assert ref.request({**base, "tolerances": tols})["ok"]
-        assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"})["ok"]
+        assert ref.request({**base, "tolerances": tols}).ok
+        assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"}).ok
         before = set(tmp_path.iterdir())
         r = ref.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "task", "save_path": str(tmp_path / "ref.pt")})
-        assert r["ok"] and "share" not in r and set(tmp_path.iterdir()) == before   # the reference shares nothing
+        assert r.ok and r.share is None and set(tmp_path.iterdir()) == before   # the reference shares nothing
         c = cand.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "normal", "share": "call",
                           "save_path": str(tmp_path / "cand.pt")})
-        refused = cand.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
-        assert refused["ok"] is False and "only the reference" in refused["error"]
-        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
-        assert checked["comparison"]["passed"] is True
-        wrong = ref.request({"op": "check", "class_inputs": "factory", "seed": 4, "distribution": "normal", "candidate": c["share"]})
-        assert wrong["comparison"]["passed"] is False
+        refused = cand.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c.share})
+        assert refused.ok is False and "only the reference" in refused.error
+        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c.share})
+        assert checked.comparison.passed is True
+        wrong = ref.request({"op": "check", "class_inputs": "factory", "seed": 4, "distribution": "normal", "candidate": c.share})
+        assert wrong.comparison.passed is False
         bogus = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal",
                              "candidate": {"cuda": [{"dtype": "os.system", "shape": [1], "stride": [1],
                                                      "offset": 0, "ipc": []}]}})
-        assert bogus["comparison"]["passed"] is False and "could not be read" in bogus["comparison"]["reason"]
+        assert bogus.comparison.passed is False and "could not be read" in bogus.comparison.reason
         assert {p.name for p in set(tmp_path.iterdir()) - before} == {"cand.pt"}
     finally:
         ref.close()
@@ -180,13 +180,13 @@ def test_cuda_ipc_is_one_way_and_compares_on_the_device(tmp_path: Path) -> None:
     try:
         tols = {n: t.model_dump() for n, t in P.correctness.tolerances.items()}
         base = {"op": "load", "task_path": str(task.path), "task_module": "atb_task_relu", "init_seed": 1}
-        assert ref.request({**base, "tolerances": tols})["ok"]
-        assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"})["ok"]
+        assert ref.request({**base, "tolerances": tols}).ok
+        assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"}).ok
         c = cand.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "normal", "share": "call"})
-        assert "cuda" in c["share"] and not list(tmp_path.glob("*.pt"))
-        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c["share"]})
-        assert checked["comparison"]["passed"] is True, checked
-        assert cand.request({"op": "release"})["ok"]
+        assert "cuda" in c.share and not list(tmp_path.glob("*.pt"))
+        checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c.share})
+        assert checked.comparison.passed is True, checked
+        assert cand.request({"op": "release"}).ok
     finally:
         ref.close()
         cand.close()

@@ -89,7 +89,7 @@ def test_a_measuring_child_sees_no_url_credentials(hostile_env: None, tmp_path: 
     try:
         reply = w.request({"op": "load", "task_path": str(RELU.path), "task_module": "atb_task_relu",
                            "init_seed": 3, "candidate_path": str(src), "candidate_module": "atb_candidate_env"})
-        assert reply.get("ok"), reply
+        assert reply.ok, reply
         log = w.log_tail(60000)
     finally:
         w.close()

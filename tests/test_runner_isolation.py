@@ -73,14 +73,14 @@ def test_exceptions_and_import_errors_are_replies_not_deaths(workdir: Path) -> N
     w = _start(workdir)
     try:
         r = w.request(_load_cmd(workdir, "import torch\nthis is not python\n", "syntax"))
-        assert r["ok"] is False and r["failure_kind"] == "import_error"
+        assert r.ok is False and r.failure_kind == "import_error"
         r = w.request(_load_cmd(workdir, _candidate("        raise ValueError('boom')"), "raises"))
-        assert r["ok"] is False and r["failure_kind"] == "exception" and "boom" in r["error"]
+        assert r.ok is False and r.failure_kind == "exception" and "boom" in r.error
         r = w.request(_load_cmd(workdir, _candidate("        return torch.empty(1 << 40)"), "huge"))
-        assert r["ok"] is False and r["failure_kind"] == "memory", r
+        assert r.ok is False and r.failure_kind == "memory", r
         assert w.alive()
         r = w.request(_load_cmd(workdir, "import torch.nn as nn\nclass Other(nn.Module): pass\n", "noclass"))
-        assert r["ok"] is False and "ModelNew" in r["error"]
+        assert r.ok is False and "ModelNew" in r.error
     finally:
         w.close()
 
@@ -89,23 +89,23 @@ def test_reference_refuses_candidate_code_and_pairs_inputs_with_the_candidate(wo
     ref, cand = _start(workdir, "reference"), _start(workdir)
     try:
         refused = ref.request(_load_cmd(workdir, _candidate("        return torch.relu(x)"), "sneak"))
-        assert refused["ok"] is False and "never imports candidate code" in refused["error"]
-        assert ref.request(_load_cmd(workdir, None))["ok"]
-        assert cand.request(_load_cmd(workdir, _candidate("        return x.clamp_min(0)"), "good"))["ok"]
+        assert refused.ok is False and "never imports candidate code" in refused.error
+        assert ref.request(_load_cmd(workdir, None)).ok
+        assert cand.request(_load_cmd(workdir, _candidate("        return x.clamp_min(0)"), "good")).ok
         for dist in ("task", "negative", "noncontiguous", "large"):
             a = ref.request({"op": "call", "class_inputs": "factory", "seed": 99, "distribution": dist, "save_path": str(workdir / f"r{dist}.pt")})
             b = cand.request({"op": "call", "class_inputs": "factory", "seed": 99, "distribution": dist, "save_path": str(workdir / f"c{dist}.pt"),
                               "record_ops": True})
-            assert a["ok"] and b["ok"]
-            assert a["input_hashes_before"] == b["input_hashes_before"]
-            assert b["input_hashes_after"] == b["input_hashes_before"]
+            assert a.ok and b.ok
+            assert a.input_hashes_before == b.input_hashes_before
+            assert b.input_hashes_after == b.input_hashes_before
         c = cand.request({"op": "call", "class_inputs": "factory", "seed": 100, "distribution": "task", "save_path": str(workdir / "c100.pt"),
                           "record_ops": True})
-        assert c["input_hashes_before"] != a["input_hashes_before"]
-        assert "clamp_min" in c["ops_called"]
+        assert c.input_hashes_before != a.input_hashes_before
+        assert "clamp_min" in c.ops_called
         integ = ref.request({"op": "integrity"})
-        assert integ["candidate_modules"] == [] and all(integ["checks"].values())
-        assert cand.request({"op": "integrity"})["candidate_modules"] == ["atb_candidate_good"]
+        assert integ.candidate_modules == [] and all(integ.checks.values())
+        assert cand.request({"op": "integrity"}).candidate_modules == ["atb_candidate_good"]
     finally:
         ref.close()
         cand.close()
@@ -117,16 +117,16 @@ def test_timers_are_bound_before_candidate_import(workdir: Path) -> None:
                             "time.perf_counter_ns = lambda: next(_fake)\n")
     w = _start(workdir)
     try:
-        assert w.request(_load_cmd(workdir, src, "patcher"))["ok"]
+        assert w.request(_load_cmd(workdir, src, "patcher")).ok
         prep = w.request({"op": "prepare", "seed": 5})
-        assert prep["ok"] and prep["inner"] >= 1
+        assert prep.ok and prep.inner >= 1
         block = w.request({"op": "block", "reps": 3, "rep_offset": 0, "capture": [1], "save_dir": str(workdir)})
         # the fake clock would give 10 ns per call; the harness's bound clock sees real work
-        assert min(block["times_ns"]) > 100
-        assert block["timed_outputs"][0]["input_seed"] != 5
+        assert min(block.times_ns) > 100
+        assert block.timed_outputs[0].input_seed != 5
         integ = w.request({"op": "integrity"})
-        assert integ["checks"]["time.perf_counter_ns"] is False
-        assert integ["checks"]["time.thread_time_ns"] is True
+        assert integ.checks["time.perf_counter_ns"] is False
+        assert integ.checks["time.thread_time_ns"] is True
     finally:
         w.close()
 
@@ -135,8 +135,8 @@ def test_audit_events_from_candidate_frames_are_recorded(workdir: Path) -> None:
     src = _candidate("        import gc\n        gc.get_objects()\n        return torch.relu(x)")
     w = _start(workdir)
     try:
-        assert w.request(_load_cmd(workdir, src, "scavenger"))["ok"]
-        assert "gc.get_objects" in w.request({"op": "integrity"})["audit_events"]
+        assert w.request(_load_cmd(workdir, src, "scavenger")).ok
+        assert "gc.get_objects" in w.request({"op": "integrity"}).audit_events
     finally:
         w.close()
 

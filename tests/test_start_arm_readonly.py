@@ -78,7 +78,7 @@ def test_a_child_imports_a_read_only_copy_it_cannot_edit(tmp_path: Path) -> None
         assert w.confinement.startswith("bwrap:"), w.confinement
         reply = w.request({"op": "load", "task_path": str(RELU.path), "task_module": "atb_task_relu",
                            "init_seed": 3, "candidate_path": str(src), "candidate_module": "atb_candidate_x"})
-        assert reply.get("ok"), reply
+        assert reply.ok, reply
         hits = [ln for ln in w.log_tail(20000).splitlines() if ln.startswith("ATB-HITS")]
         assert hits == ["ATB-HITS []"], w.log_tail()
     finally:

@@ -42,7 +42,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.measure.backends import backend_named
 from harness.measure.backends._share import transport_kind
@@ -51,6 +51,8 @@ from harness.measure.evidence import (CallFacts, Comparison, IntegrityFacts, Tim
 from harness.measure.runner import TASK_DISTRIBUTION, Worker, WorkerDied
 from harness.measure.runner import _messages as M
 from harness.measure.timing._clock import perf_counter_ns
+from harness.records import MeasurementSample
+from harness.stats import median
 from harness.tasks import Task
 from protocol import Protocol
 
@@ -111,25 +113,73 @@ class Collected:
     def timed_facts(self, arm: str) -> list[TimedFacts]:
         return [t.facts for t in self.timed[arm]]
 
+    # the typed pieces the verdict is built from (harness.verdict.evaluate), one arm or one fact at a time
+    def arm_rounds(self, arm: str) -> dict[int, list[list[float]]]:
+        """One arm's timed samples per seed, one block per interleaved round, in measuring order."""
+        return {t.facts.seed: t.rounds for t in self.timed[arm]}
 
-def _ask(worker: Worker, cmd: M.ChildCommand) -> dict[str, Any]:
-    """A command whose ``ok: false`` reply is the arm's failure."""
+    def arm_samples(self, arm: str) -> list[MeasurementSample]:
+        """One arm's stored samples, with the round boundaries a verdict's ratio is formed over."""
+        return [MeasurementSample.from_rounds(t.facts.seed, t.rounds) for t in self.timed[arm]]
+
+    def arm_median_ns(self, arm: str) -> float | None:
+        """The median of every timed repetition of one arm (None: the arm was not timed)."""
+        times = [x for tf in self.timed_facts(arm) for x in tf.times_ns]
+        return median(times) if times else None
+
+    def timed_input_sets(self) -> dict[str, list[dict[str, Any]]]:
+        """Per arm and paired seed: calls timed, distinct input sets they received, how sets were refilled."""
+        return {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets, "refill": tf.input_refill}
+                      for tf in self.timed_facts(arm)] for arm in self.timed}
+
+    @property
+    def outputs_correct(self) -> bool:
+        """No arm failed and every correctness comparison passed."""
+        return self.failure is None and self.correct and all(
+            c.passed for c in self.comparisons if c.phase == "correctness")
+
+    @property
+    def distributions(self) -> list[str]:
+        """The input classes compared (a skipped class is not one)."""
+        return sorted({c.distribution for c in self.comparisons if c.phase != "skipped"})
+
+
+@dataclass(frozen=True)
+class ArmProcesses:
+    """The measuring processes of one evaluation: the pids the gates tell apart and each arm's confinement."""
+
+    candidate_pid: int
+    reference_pid: int
+    confinement: dict[str, str]
+
+    @classmethod
+    def of(cls, candidate: Worker, reference: Worker) -> "ArmProcesses":
+        return cls(candidate_pid=candidate.pid, reference_pid=reference.pid,
+                   confinement={"candidate": candidate.confinement, "reference": reference.confinement})
+
+
+R = TypeVar("R", bound=M.ChildReply)
+_FAILURE_KINDS = ("import_error", "exception", "crash", "timeout", "exit", "memory", "protocol")
+
+
+def _ask(worker: Worker, cmd: M.ChildCommand[R]) -> R:
+    """A command whose ``ok: false`` reply is the arm's failure; its own reply model otherwise."""
     try:
         reply = worker.request(cmd)
     except WorkerDied as exc:
         raise ArmFailed(exc.failure) from None
-    if not reply.get("ok", False):
-        kind = reply.get("failure_kind", "exception")
-        raise ArmFailed(WorkerFailure(role=worker.role, kind=kind if kind in (
-            "import_error", "exception", "crash", "timeout", "exit", "memory", "protocol") else "exception",
-            detail=f"{cmd.op}: {str(reply.get('error', ''))[-1500:]}"))
+    if isinstance(reply, M.Failed) or not reply.ok:
+        kind = getattr(reply, "failure_kind", "") or "exception"
+        raise ArmFailed(WorkerFailure(role=worker.role, kind=kind if kind in _FAILURE_KINDS else "exception",
+                                      detail=f"{cmd.op}: {str(getattr(reply, 'error', ''))[-1500:]}"))
     return reply
 
 
-def _call_facts(reply: dict[str, Any]) -> CallFacts:
-    keep = {k: v for k, v in reply.items() if k in CallFacts.model_fields}
-    keep["outputs"] = [TensorMeta(**m) for m in reply.get("outputs", [])]
-    return CallFacts(**keep)
+def _call_facts(call: M.CallOutcome, **update: Any) -> CallFacts:
+    """The evidence record of one call, from the facts its child reported."""
+    keep = call.model_dump(include=set(CallFacts.model_fields))
+    keep["outputs"] = [TensorMeta(**m) for m in keep["outputs"]]
+    return CallFacts(**{**keep, **update})
 
 
 class Collector:
@@ -145,10 +195,10 @@ class Collector:
         self._n = 0
         self._transports: list[str] = []
 
-    def _ask(self, worker: Worker, cmd: M.ChildCommand) -> dict[str, Any]:
+    def _ask(self, worker: Worker, cmd: M.ChildCommand[R]) -> R:
         """:func:`_ask`, with the time this process waited added to ``op_s`` under ``role.op``."""
         t0 = perf_counter_ns()
-        reply: dict[str, Any] | None = None
+        reply: R | None = None
         try:
             reply = _ask(worker, cmd)
             return reply
@@ -156,16 +206,14 @@ class Collector:
             key = f"{worker.role}.{cmd.op}"
             self._add_op_s(key, (perf_counter_ns() - t0) / 1e9, reply)
 
-    def _add_op_s(self, key: str, seconds: float, reply: dict[str, Any] | None) -> None:
+    def _add_op_s(self, key: str, seconds: float, reply: M.ChildReply | None) -> None:
         """Charge ``seconds`` to ``key`` in ``op_s``, and the steps the child timed inside the command
         (its reply's ``steps_s``) to ``key.step``."""
         self.out.op_s[key] = self.out.op_s.get(key, 0.0) + seconds
-        steps = reply.get("steps_s") if isinstance(reply, dict) else None
-        if isinstance(steps, dict):
-            for name, s in steps.items():
-                if isinstance(s, (int, float)):
-                    sub = f"{key}.{str(name)[:32]}"
-                    self.out.op_s[sub] = self.out.op_s.get(sub, 0.0) + float(s)
+        steps = getattr(reply, "steps_s", None) or {}
+        for name, s in steps.items():
+            sub = f"{key}.{str(name)[:32]}"
+            self.out.op_s[sub] = self.out.op_s.get(sub, 0.0) + float(s)
 
     def _path(self, tag: str) -> str:
         self._n += 1
@@ -211,8 +259,8 @@ class Collector:
         r = self._ask(ref, base.model_copy(update={
             "tolerances": self._tolerances(),
             "reference_spread_factor": self.protocol.correctness.reference_spread_factor}))
-        self.out.input_bytes, self.out.input_dtype = int(r["input_bytes"]), str(r["input_dtype"])
-        self.out.output_bytes = int(r.get("output_bytes", 0))
+        self.out.input_bytes, self.out.input_dtype = r.input_bytes, r.input_dtype
+        self.out.output_bytes = r.output_bytes
         self._plan_memory(r)
         cand = self.workers["candidate"]
         assert cand is not None
@@ -228,7 +276,7 @@ class Collector:
         else:
             self.workers["start"] = None
 
-    def _plan_memory(self, r: dict[str, Any]) -> None:
+    def _plan_memory(self, r: M.LoadReply) -> None:
         """CUDA: refuse, with a clear reason, a problem whose heaviest step cannot fit the device.
 
         The heaviest step is a candidate call checked for input mutation: its input set, the set
@@ -236,11 +284,11 @@ class Collector:
         kept timed output; or, in a comparison, the reference's set and output beside the
         candidate's shared output. The other arms hand their cached memory back between blocks. One
         GiB covers the comparison's chunked temporaries."""
-        free = int(r.get("device_free_bytes", 0))
+        free = r.device_free_bytes
         if not backend_named(self.backend).plan_memory() or free <= 0:
             return
         in_b, out_b = self.out.input_bytes, self.out.output_bytes
-        params = int(r.get("estimate_param_bytes", 0))
+        params = r.estimate_param_bytes or 0
         need = 2 * in_b + 3 * out_b + 2 * params + (1 << 30)
         self.out.memory_plan = {"device_free_bytes": free, "need_bytes": need, "input_bytes": in_b,
                                 "output_bytes": out_b, "param_bytes": params}
@@ -286,29 +334,28 @@ class Collector:
             self.out.transport = "file (the candidate's output fd did not arrive)"
             cmd = cmd.model_copy(update={"candidate": self._reshare(cand, tag)})
         rr = self._ask(ref, cmd)
-        if rr["comparison"].get("transport_error"):
+        if rr.comparison.transport_error:
             # the reference could not map the CUDA IPC handle here: the candidate shares a file instead
             cand = self.workers["candidate"]
             assert cand is not None
-            self.out.transport = "file (CUDA IPC refused: " + str(rr["comparison"].get("reason", ""))[:200] + ")"
+            self.out.transport = "file (CUDA IPC refused: " + rr.comparison.reason[:200] + ")"
             cmd = cmd.model_copy(update={"candidate": self._reshare(cand, tag)})
             rr = self._ask(ref, cmd)
-        if rr["comparison"].get("reference_failed"):
-            self.out.reference_calls.append(_call_facts({**rr["call"], "ok": False}))
-            return str(rr["comparison"].get("reason", "")) or "the reference raised"
-        call = rr["call"]
+        if rr.comparison.reference_failed:
+            self.out.reference_calls.append(_call_facts(rr.call, ok=False))
+            return rr.comparison.reason or "the reference raised"
+        call = rr.call
         if phase == "correctness":
             self.out.reference_calls.append(_call_facts(call))
-        c = rr["comparison"]
+        c = rr.comparison
         self.out.comparisons.append(Comparison(
-            seed=seed, distribution=dist, phase=phase, passed=bool(c["passed"]),  # type: ignore[arg-type]
-            reason=str(c.get("reason", "")), max_abs_err=c.get("max_abs_err"), rel_l2=c.get("rel_l2"),
-            ref_equals_input=list(call.get("equals_input", []))))
+            seed=seed, distribution=dist, phase=phase, passed=c.passed,  # type: ignore[arg-type]
+            reason=c.reason, max_abs_err=c.max_abs_err, rel_l2=c.rel_l2, ref_equals_input=list(call.equals_input)))
         return None
 
     def _reshare(self, cand: Worker, tag: str) -> dict[str, Any]:
         """The candidate's held output ``tag`` shared again as a file (the device-memory handle failed)."""
-        return dict(self._ask(cand, M.Reshare(tag=tag, path=self._path("cand-reshare")))["share"])
+        return dict(self._ask(cand, M.Reshare(tag=tag, path=self._path("cand-reshare"))).share)
 
     def _reference_fails(self, seed: int, dist: str) -> str | None:
         """The reference's own call on (seed, class): its error if it raised, None if it returned. Asked
@@ -316,20 +363,20 @@ class Collector:
         ref = self.workers["baseline"]
         assert ref is not None
         t0 = perf_counter_ns()
-        rr: dict[str, Any] | None = None
+        rr: M.CallReply | M.Failed | None = None
         try:
             rr = ref.request(M.Call(seed=seed, distribution=dist, class_inputs=self.protocol.correctness.class_inputs))
         except WorkerDied as exc:
             raise ArmFailed(exc.failure) from None
         finally:
             self._add_op_s("reference.call", (perf_counter_ns() - t0) / 1e9, rr)
-        if rr.get("ok", False):
-            return None
-        if "seed" not in rr:   # the command itself failed (no call was made): the harness's failure
+        if isinstance(rr, M.Failed):   # the command itself failed (no call was made): the harness's failure
             raise ArmFailed(WorkerFailure(role="reference", kind="protocol",
-                                          detail=f"call: {str(rr.get('error', 'no reply'))[-1500:]}"))
+                                          detail=f"call: {(rr.error or 'no reply')[-1500:]}"))
+        if rr.ok:
+            return None
         self.out.reference_calls.append(_call_facts(rr))
-        return str(rr.get("error", "")) or "the reference raised"
+        return rr.error or "the reference raised"
 
     def _skip_class(self, seed: int, dist: str, reference_error: str, candidate_error: str = "") -> None:
         """Record that the reference cannot take class ``dist`` (from ``seed`` on): a ``skipped``
@@ -390,7 +437,7 @@ class Collector:
                     continue
                 t0 = perf_counter_ns()
                 tag = f"call-{seed}-{dist}"   # one tag per comparison: an output can never stand in for another
-                cr: dict[str, Any] | None = None
+                cr: M.CallReply | M.Failed | None = None
                 try:
                     cr = cand.request(M.Call(seed=seed, distribution=dist, share=tag, save_path=self._path("cand"),
                                              record_ops=first, class_inputs=self.protocol.correctness.class_inputs))
@@ -399,9 +446,9 @@ class Collector:
                 finally:
                     self._add_op_s("candidate.call", (perf_counter_ns() - t0) / 1e9, cr)
                 first = False
-                if not cr.get("ok", False) and "seed" not in cr:
+                if isinstance(cr, M.Failed):
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
-                                                  detail=f"call: {cr.get('error', 'no reply')}"))
+                                                  detail=f"call: {cr.error}"))
                 facts = _call_facts(cr)
                 if not facts.ok:
                     ref_error = self._reference_fails(seed, dist) if self._may_skip("correctness", dist) else None
@@ -409,12 +456,12 @@ class Collector:
                         self._skip_class(seed, dist, ref_error, facts.error)
                         continue
                     self.out.candidate_calls.append(facts)
-                    kind = cr.get("failure_kind", "exception")
+                    kind = cr.failure_kind or "exception"
                     raise ArmFailed(WorkerFailure(role="candidate", kind="memory" if kind == "memory" else "exception",
                                                   detail=f"seed {seed} ({dist}): {facts.error}"))
                 self.out.candidate_calls.append(facts)
-                share = cr.get("share")
-                if not isinstance(share, dict):
+                share = cr.share
+                if share is None:
                     raise ArmFailed(WorkerFailure(role="candidate", kind="protocol",
                                                   detail="call: the reply carries no shared output"))
                 ref_error = self._check(share, "correctness", seed, dist, tag=tag)
@@ -437,7 +484,7 @@ class Collector:
     def _active_arms(self) -> list[str]:
         return [a for a in ARMS if self.workers[a] is not None]
 
-    def _ask_arm(self, arm: str, cmd: M.ChildCommand) -> dict[str, Any] | None:
+    def _ask_arm(self, arm: str, cmd: M.ChildCommand[R]) -> R | None:
         """Send ``cmd`` to one live arm; a failing starting candidate is dropped (None), others raise."""
         w = self.workers[arm]
         assert w is not None
@@ -449,9 +496,9 @@ class Collector:
             self._drop_start(exc.failure)
             return None
 
-    def _ask_arms(self, cmd: M.ChildCommand) -> dict[str, dict[str, Any]]:
+    def _ask_arms(self, cmd: M.ChildCommand[R]) -> dict[str, R]:
         """Send ``cmd`` to every live arm (:meth:`_ask_arm`); the replies of those still live."""
-        replies: dict[str, dict[str, Any]] = {}
+        replies: dict[str, R] = {}
         for arm in self._active_arms():
             reply = self._ask_arm(arm, cmd)
             if reply is not None:
@@ -464,7 +511,7 @@ class Collector:
         # one timing method for every arm of this seed (CUDA: graph replay or events, see backends/cuda.py)
         backend.choose_method(self._ask_arms, prep, self.protocol, self.out.capture_probe_errors)
         rounds = backend.interleave_rounds(self.protocol)
-        block = {a: max(1, math.ceil(int(prep[a]["reps"]) / rounds)) for a in prep}
+        block = {a: max(1, math.ceil(prep[a].reps / rounds)) for a in prep}
         total_c = block["candidate"] * rounds
         capture = sorted({secrets.randbelow(total_c) for _ in range(n_capture)}) if n_capture else []
         while n_capture and len(capture) < min(n_capture, total_c):
@@ -487,38 +534,35 @@ class Collector:
                     continue
                 a = acc[arm]
                 a["parent"] += perf_counter_ns() - t0
-                a["times"].extend(float(x) for x in rep["times_ns"])
-                a["rounds"].append([float(x) for x in rep["times_ns"]])
-                a["wall"] += float(rep["wall_ns"])
-                a["handler"] += float(rep.get("handler_ns", rep["wall_ns"]))
-                a["timed"] += float(rep["timed_total_ns"])
-                a["other"] += float(rep.get("other_threads_cpu_ns", 0.0))
-                a["harness"].extend(float(x) for x in rep.get("harness_ns", []))   # the loop's own host work
-                a["outs"].extend(rep["timed_outputs"])
-                a["method"] = str(rep["method"])
+                a["times"].extend(rep.times_ns)
+                a["rounds"].append(list(rep.times_ns))
+                a["wall"] += rep.wall_ns
+                a["handler"] += rep.handler_ns
+                a["timed"] += rep.timed_total_ns
+                a["other"] += rep.other_threads_cpu_ns
+                a["harness"].extend(rep.harness_ns)   # the loop's own host work
+                a["outs"].extend(rep.timed_outputs)
+                a["method"] = rep.method
         for arm in self._active_arms():
             fin = self._ask_arm(arm, M.FinishSeed())
             if fin is None:
                 continue
             a = acc[arm]
-            outs = [TimedOutput(rep=int(o["rep"]), input_seed=int(o["input_seed"]), spec=dict(o.get("spec") or {}),
-                                output_path=str(o.get("output_path", ""))) for o in a["outs"]]
+            outs = [TimedOutput(rep=o.rep, input_seed=o.input_seed, spec=dict(o.spec), output_path=o.output_path)
+                    for o in a["outs"]]
             facts = TimedFacts(seed=seed, times_ns=a["times"], wall_ns=a["wall"], timed_total_ns=a["timed"],
                                parent_wall_ns=a["parent"], handler_ns=a["handler"], timed_outputs=outs,
                                harness_rep_ns=a["harness"] if len(a["harness"]) == len(a["times"]) else [],
-                               input_hashes_before=list(fin.get("input_hashes_before", prep[arm]["input_hashes_before"])),
-                               input_hashes_after=list(fin["input_hashes_after"]),
-                               threads_after=int(fin["threads_after"]), method=a["method"],
-                               other_threads_cpu_ns=a["other"],
-                               distinct_input_sets=int(fin.get("distinct_input_sets", 0)),
-                               timed_calls=int(fin.get("timed_calls", 0)),
-                               input_refill=str(fin.get("input_refill", "")))
+                               input_hashes_before=list(fin.input_hashes_before),
+                               input_hashes_after=list(fin.input_hashes_after),
+                               threads_after=fin.threads_after, method=a["method"],
+                               other_threads_cpu_ns=a["other"], distinct_input_sets=fin.distinct_input_sets,
+                               timed_calls=fin.timed_calls, input_refill=fin.input_refill)
             self.out.timed[arm].append(ArmTiming(facts=facts, rounds=a["rounds"]))
         self.out.method = acc["candidate"]["method"]
         # the candidate's captured timed outputs, checked now that every arm's buffers are freed
         for o in acc.get("candidate", {}).get("outs", []):
-            self._check(dict(o["share"]), "timed", int(o["input_seed"]), TASK_DISTRIBUTION, spec=dict(o["spec"]),
-                        tag=str(o.get("tag", "")))
+            self._check(dict(o.share), "timed", o.input_seed, TASK_DISTRIBUTION, spec=dict(o.spec), tag=o.tag)
         if acc.get("candidate", {}).get("outs"):
             self._release("candidate")
 
@@ -530,7 +574,7 @@ class Collector:
         assert cand is not None
         seed_a, seed_b = draw_seed(), draw_seed()
         cr = self._ask(cand, M.ReuseProbe(seed_a=seed_a, seed_b=seed_b, save_path=self._path("cand-reuse")))
-        self._check(dict(cr["share"]), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
+        self._check(dict(cr.share), "timed", seed_b, TASK_DISTRIBUTION, tag="reuse")
         self._release("candidate")
 
     def _integrity_of(self, arm: str) -> IntegrityFacts:
@@ -538,9 +582,9 @@ class Collector:
         if w is None or not w.alive():
             return IntegrityFacts(pid=w.pid if w is not None else 0)
         r = self._ask(w, M.Integrity())
-        return IntegrityFacts(checks=dict(r["checks"]), pid=int(r["pid"]),
-                              candidate_modules_in_baseline=list(r["candidate_modules"]) if arm == "baseline" else [],
-                              audit_events=list(r.get("audit_events", [])))
+        return IntegrityFacts(checks=dict(r.checks), pid=r.pid,
+                              candidate_modules_in_baseline=list(r.candidate_modules) if arm == "baseline" else [],
+                              audit_events=list(r.audit_events))
 
     def _integrity(self) -> None:
         self.out.candidate_integrity = self._integrity_of("candidate")

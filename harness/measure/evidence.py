@@ -10,11 +10,16 @@ CUDA (only the digests cross to the host).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.records import Backend, DeviceCeilings
+
+if TYPE_CHECKING:
+    from harness.measure.collect import ArmProcesses, Collected
+    from harness.stats import RatioEstimate
+    from harness.tasks import Task, TaskCost
 
 
 class _Fact(BaseModel):
@@ -156,3 +161,22 @@ class Evidence(_Fact):
     forbidden_ops: list[str] = Field(default_factory=list)   # declared by the task
     candidate_source: str = ""
     input_dtype: str = "float32"
+
+    @classmethod
+    def from_collected(cls, col: Collected, *, task: Task, candidate_source: str, backend: Backend,
+                       processes: ArmProcesses, speed: RatioEstimate | None, ceilings: DeviceCeilings | None,
+                       cost: TaskCost) -> "Evidence":
+        """The gates' view of one evaluation: what the children reported (``col``), the task's declarations
+        and cost, the processes measured, the device's ceilings and the speedup formed from ``col``."""
+        return cls(
+            task_id=task.id, backend=backend, candidate_pid=processes.candidate_pid,
+            reference_pid=processes.reference_pid,
+            candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
+            candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
+            start_timed=col.timed_facts("start"),
+            candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
+            failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
+            ci_high=speed.ci_high if speed else None, candidate_median_ns=col.arm_median_ns("candidate"),
+            ceilings=ceilings, task_bytes=cost.bytes, task_flops=cost.flops, task_bytes_source=cost.bytes_source,
+            task_flops_source=cost.flops_source, forbidden_ops=list(task.meta.forbidden_ops),
+            candidate_source=candidate_source, input_dtype=col.input_dtype)

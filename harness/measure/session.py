@@ -305,9 +305,10 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         ref = store.register_protocol(proto)
         reference.wait_ready()
         mark("reference_ready")
-        facts = reference.request(M.Fingerprint(smi=smi_thread is None))
-        if not facts.get("ok"):
-            raise HarnessError(f"could not fingerprint the {backend} device: {facts.get('error')}")
+        reply = reference.request(M.Fingerprint(smi=smi_thread is None))
+        if isinstance(reply, M.Failed):
+            raise HarnessError(f"could not fingerprint the {backend} device: {reply.error}")
+        facts = dict(reply.facts)
         mark("fingerprint")
         if smi_thread is not None:
             smi_thread.join(30.0)
@@ -318,9 +319,9 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
 
         def measure() -> dict[str, Any]:
             cf = reference.request(M.Ceilings())
-            if not cf.get("ok"):
-                raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.get('error')}")
-            return cf
+            if isinstance(cf, M.Failed):
+                raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.error}")
+            return cf.model_dump(include={"bytes_per_s", "flops_per_s", "method"})
 
         ceilings = session_ceilings(store, fp.sha256, proto, measure)
         store.add_ceilings(session_id, ceilings, ref)

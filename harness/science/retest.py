@@ -35,7 +35,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +45,9 @@ from harness.measure.backends import backend_named
 from harness.records import Backend, DeviceFingerprint
 from harness.store import SqliteStore
 from protocol import Protocol, load_protocol
+
+if TYPE_CHECKING:
+    from harness.measure.runner import _messages as M
 
 REPORT_KIND = "retest"
 # A held-out leg's stored ``method``: a label, kept as recorded reports carry it (the evaluation path it
@@ -211,7 +214,7 @@ def paired_ratio(baseline: dict[int, list[float]], candidate: dict[int, list[flo
 
 
 # ---------------------------------------------------------------------------------------- comparisons
-def check_saved(cand_path: Path, cand_meta: list[dict[str, Any]], ref_path: Path, ref_meta: list[dict[str, Any]],
+def check_saved(cand_path: Path, cand_meta: list[M.MlxOutput], ref_path: Path, ref_meta: list[M.MlxOutput],
                 protocol: Protocol, overrides: dict[str, Any] | None) -> tuple[bool, str, float | None, float | None]:
     """Compare two saved outputs with the harness's own rules (:func:`harness.measure.correctness.compare_outputs`).
 
@@ -222,10 +225,10 @@ def check_saved(cand_path: Path, cand_meta: list[dict[str, Any]], ref_path: Path
 
     from harness.measure.correctness import compare_outputs
 
-    def tensors(path: Path, meta: list[dict[str, Any]]) -> list[Any]:
+    def tensors(path: Path, meta: list[M.MlxOutput]) -> list[Any]:
         with np.load(path, allow_pickle=False) as z:
             arrays = [z[f"arr_{i}"] for i in range(len(z.files))]
-        return [torch.from_numpy(np.ascontiguousarray(a)).to(getattr(torch, m["dtype"])) for a, m in zip(arrays, meta)]
+        return [torch.from_numpy(np.ascontiguousarray(a)).to(getattr(torch, m.dtype)) for a, m in zip(arrays, meta)]
 
     res = compare_outputs(tensors(ref_path, ref_meta), tensors(cand_path, cand_meta), protocol, overrides)
     return res.passed, res.reason, res.max_abs_err, res.rel_l2
@@ -246,7 +249,7 @@ def find_blas(protocol: Protocol) -> str | None:
     return None
 
 
-def mlx_fingerprint(load_reply: dict[str, Any], blas: str) -> DeviceFingerprint:
+def mlx_fingerprint(load_reply: M.MlxLoadReply, blas: str) -> DeviceFingerprint:
     """The MLX device's fingerprint: the CPU it runs on, MLX's version and the BLAS it used."""
     import torch
 
@@ -259,9 +262,9 @@ def mlx_fingerprint(load_reply: dict[str, Any], blas: str) -> DeviceFingerprint:
     except OSError:
         pass
     return DeviceFingerprint(backend="mlx", cpu_model=model, cpu_count=os.cpu_count() or 1,
-                             torch_version=torch.__version__, mlx_version=str(load_reply.get("mlx_version")),
-                             blas=blas, torch_threads=int(load_reply.get("torch_threads", 0)) or None,
-                             clocks={"mlx_device": str(load_reply.get("device", ""))})
+                             torch_version=torch.__version__, mlx_version=load_reply.mlx_version,
+                             blas=blas, torch_threads=load_reply.torch_threads or None,
+                             clocks={"mlx_device": load_reply.device})
 
 
 def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> RetestLeg:
@@ -301,38 +304,38 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
             r_load = ref.request(M.MlxLoad(task_path=str(task_path), init_seed=init_seed))
         except WorkerDied as exc:
             return leg("reference_port_wrong", f"the MLX reference process failed: {exc.failure.detail}")
-        if not r_load.get("ok"):
-            status: LegStatus = "no_port" if r_load.get("failure_kind") == "no_port" else "reference_port_wrong"
-            return leg(status, f"task: {r_load.get('error', '')}".strip())
-        blas = blas_label(r_load.get("blas_libraries", []), blas_path)
+        if isinstance(r_load, M.Failed) or not r_load.ok:
+            status: LegStatus = "no_port" if r_load.failure_kind == "no_port" else "reference_port_wrong"
+            return leg(status, f"task: {r_load.error}".strip())
+        blas = blas_label(r_load.blas_libraries, blas_path)
         fp = mlx_fingerprint(r_load, blas)
         common: dict[str, Any] = {"blas": blas, "device": fp, "device_sha256": fp.sha256}
         try:
             c_load = cand.request(M.MlxLoad(task_path=str(task_path), candidate_path=str(cand_path), init_seed=init_seed))
         except WorkerDied as exc:
             return leg("rejected", f"candidate process failed while loading: {exc.failure.detail}", **common)
-        if not c_load.get("ok"):
-            status = "no_port" if c_load.get("failure_kind") == "no_port" else "rejected"
-            return leg(status, f"candidate: {c_load.get('error', '')}", **common)
+        if isinstance(c_load, M.Failed) or not c_load.ok:
+            status = "no_port" if c_load.failure_kind == "no_port" else "rejected"
+            return leg(status, f"candidate: {c_load.error}", **common)
 
         def outputs(seed: int, dist: str, phase: Any) -> bool:
             rp, tp, cp = (workdir / f"{n}-{seed}-{dist}.npz" for n in ("ref", "torch", "cand"))
             rr = ref.request(M.MlxCall(seed=seed, distribution=dist, out_path=str(rp), torch_out_path=str(tp)))
-            if not rr.get("ok"):
+            if isinstance(rr, M.Failed):
                 checks.append(Check(seed=seed, distribution=dist, phase="reference_port", passed=False,
-                                    reason=str(rr.get("error", ""))[:500]))
+                                    reason=rr.error[:500]))
                 return False
-            ok, why, ma, l2 = check_saved(rp, rr["outputs"], tp, rr["torch_outputs"], p, overrides)
+            ok, why, ma, l2 = check_saved(rp, rr.outputs, tp, rr.torch_outputs or [], p, overrides)
             checks.append(Check(seed=seed, distribution=dist, phase="reference_port", passed=ok, reason=why,
                                 max_abs_err=ma, rel_l2=l2))
             if not ok:
                 return False
             cr = cand.request(M.MlxCall(seed=seed, distribution=dist, out_path=str(cp)))
-            if not cr.get("ok"):
+            if isinstance(cr, M.Failed):
                 checks.append(Check(seed=seed, distribution=dist, phase=phase, passed=False,
-                                    reason=str(cr.get("error", ""))[:500]))
+                                    reason=cr.error[:500]))
                 return False
-            ok, why, ma, l2 = check_saved(cp, cr["outputs"], tp, rr["torch_outputs"], p, overrides)
+            ok, why, ma, l2 = check_saved(cp, cr.outputs, tp, rr.torch_outputs or [], p, overrides)
             checks.append(Check(seed=seed, distribution=dist, phase=phase, passed=ok, reason=why,
                                 max_abs_err=ma, rel_l2=l2))
             return ok
@@ -354,23 +357,24 @@ def measure_mlx(task_path: Path, candidate_source: str, protocol: Protocol) -> R
             for i, seed in enumerate(seeds):
                 for w in (ref, cand):
                     prep = w.request(M.MlxPrepare(seed=seed))
-                    if not prep.get("ok"):
-                        raise RuntimeError(f"{w.role}: {prep.get('error', '')}")
+                    if isinstance(prep, M.Failed):
+                        raise RuntimeError(f"{w.role}: {prep.error}")
                 base[seed], cnd[seed] = [], []
                 for rep in range(p.timing.cpu.timed_reps):
                     order = [(ref, base), (cand, cnd)] if (rep + i) % 2 == 0 else [(cand, cnd), (ref, base)]
                     for w, sink in order:
                         r = w.request(M.MlxRep(seed=seed))
-                        if not r.get("ok"):
-                            raise RuntimeError(f"{w.role}: {r.get('error', '')}")
-                        sink[seed].extend(float(t) for t in r["times_ns"])
-                        method = str(r.get("method", ""))
+                        if isinstance(r, M.Failed):
+                            raise RuntimeError(f"{w.role}: {r.error}")
+                        sink[seed].extend(r.times_ns)
+                        method = r.method
             for seed in seeds[: p.gates.timed_output_checks]:
                 cp, rp, tp = (workdir / f"timed-{n}-{seed}.npz" for n in ("cand", "ref", "torch"))
-                r = cand.request(M.MlxRep(seed=seed, out_path=str(cp)))
-                rr = ref.request(M.MlxCall(seed=seed, distribution="task", out_path=str(rp), torch_out_path=str(tp)))
-                ok, why, ma, l2 = (check_saved(cp, r["outputs"], tp, rr["torch_outputs"], p, overrides)
-                                   if r.get("ok") and rr.get("ok") else (False, "a timed call failed", None, None))
+                timed = cand.request(M.MlxRep(seed=seed, out_path=str(cp)))
+                again = ref.request(M.MlxCall(seed=seed, distribution="task", out_path=str(rp), torch_out_path=str(tp)))
+                ok, why, ma, l2 = (check_saved(cp, timed.outputs or [], tp, again.torch_outputs or [], p, overrides)
+                                   if not isinstance(timed, M.Failed) and not isinstance(again, M.Failed)
+                                   else (False, "a timed call failed", None, None))
                 checks.append(Check(seed=seed, distribution="task", phase="timed", passed=ok, reason=why,
                                     max_abs_err=ma, rel_l2=l2))
                 if not ok:

@@ -17,19 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import CandidateError, IncomparableError
-from harness.measure.collect import Collected, Collector
+from harness.measure.collect import ArmProcesses, Collected, Collector
 from harness.measure.backends import backend_named
 from harness.measure.device import achieved_fraction, ceiling_defect, roofline_fraction
-from harness.measure.evidence import Evidence
+from harness.measure.evidence import Evidence, WorkerFailure
 from harness.measure.session import MeasurementContext
 from harness.redact import redact, redact_obj
-from harness.records import Backend, GateResult, MeasurementSample, MeasurementSet, Verdict, sha256_text
-from harness.stats import RatioEstimate, median, rounds_ratio
+from harness.records import (Backend, DeviceCeilings, GateResult, Judgement, MeasurementSet, SessionStamp, Verdict,
+                             sha256_text)
+from harness.stats import RatioEstimate, rounds_ratio
 from harness.store import ResultStore
-from harness.tasks import Task, begin_cost, load_task
+from harness.tasks import Task, TaskCost, begin_cost, load_task
 from harness.verdict.gates import decide_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol
@@ -69,6 +70,31 @@ class EvalResult(VerdictResult):
         "measured under a draft protocol: its digest is not in protocol/_released.py (issue 27)"))
     evidence: Evidence | None = Field(default=None, exclude=True)
 
+    @classmethod
+    def from_verdict(cls, verdict: Verdict, detail: VerdictDetail, *, task: Task, ratios: Ratios, col: Collected,
+                     session: MeasurementContext, evidence: Evidence) -> "EvalResult":
+        """The answer to ``atb eval`` for a stored ``verdict``: its fields, the ratios' intervals and the
+        measurement's own facts (seeds, medians, where the time went), from the same pieces it was built of.
+        ``detail`` is the stored (redacted) detail; the task's start label and the timing method are given as
+        measured."""
+        speed, vs_start, start_over_eager = ratios.speed, ratios.vs_start, ratios.start_over_eager
+        usable = bool(speed is not None and verdict.status == "accepted"
+                      and speed.ci_relative_halfwidth <= session.protocol.usability.ci_relative_halfwidth_max)
+        return cls(
+            verdict=verdict.status, correct=verdict.correct, gates=verdict.gates,
+            speedup=speed.ratio if speed else None, speedup_ci=(speed.ci_low, speed.ci_high) if speed else None,
+            speedup_vs_start=vs_start.ratio if vs_start else None,
+            speedup_vs_start_ci=(vs_start.ci_low, vs_start.ci_high) if vs_start else None,
+            strawman=detail.strawman, start_over_eager=start_over_eager.ratio if start_over_eager else None,
+            roofline_fraction=detail.roofline_fraction, device=session.fingerprint.summary(),
+            device_sha256=verdict.device_sha256, seeds=verdict.seeds, correctness_seeds=detail.correctness_seeds,
+            init_seed=detail.init_seed, protocol_sha256=verdict.protocol.sha256,
+            candidate_sha256=verdict.candidate_sha256, verdict_id=verdict.id, reason=verdict.reason,
+            usable_ci=usable, task_id=verdict.task_id, start_label=task.start_label, timing_method=col.method, candidate_median_ns=detail.candidate_median_ns,
+            baseline_median_ns=detail.baseline_median_ns, phase_s=col.phase_s,
+            op_s={k: round(v, 4) for k, v in sorted(col.op_s.items())}, output_transport=detail.output_transport,
+            confinement=dict(detail.confinement), protocol_draft=detail.protocol_draft, evidence=evidence)
+
 
 # ---------------------------------------------------------------------------------------- gates
 def run_gates_fail_closed(evidence: Evidence, protocol: Protocol) -> list[GateResult]:
@@ -82,24 +108,121 @@ def run_gates_fail_closed(evidence: Evidence, protocol: Protocol) -> list[GateRe
 
 
 # ---------------------------------------------------------------------------------------- numbers
-def _arm_rounds(col: Collected, arm: str) -> dict[int, list[list[float]]]:
-    """One arm's timed samples per seed, one block per interleaved round, in measuring order."""
-    return {t.facts.seed: t.rounds for t in col.timed[arm]}
+class Ratios(BaseModel):
+    """The time ratios one evaluation forms from its arms' (seed, round) blocks (:func:`harness.stats.rounds_ratio`,
+    with the backend's process-pair component: each arm has its own measuring process). None: not formed
+    (an arm failed, or the start arm was not timed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    speed: RatioEstimate | None = None              # eager baseline / candidate: the headline speedup
+    vs_start: RatioEstimate | None = None           # start / candidate
+    start_over_eager: RatioEstimate | None = None   # start / eager baseline (the strawman check)
+
+    @classmethod
+    def of(cls, col: Collected, protocol: Protocol, backend: Backend, *, start_is_eager: bool) -> "Ratios":
+        """The three ratios of ``col``; a start that is the eager reference itself has its speedup over the
+        start equal to the headline and no ratio of its own to eager."""
+        if col.failure is not None:
+            return cls()
+
+        def est(num: str, den: str) -> RatioEstimate | None:
+            return rounds_ratio(col.arm_rounds(num), col.arm_rounds(den), protocol, "median_of_ratios",
+                                process_pair_backend=backend)
+
+        speed = est("baseline", "candidate")
+        if start_is_eager:
+            return cls(speed=speed, vs_start=speed)
+        return cls(speed=speed, vs_start=est("start", "candidate"), start_over_eager=est("start", "baseline"))
+
+    def strawman(self, protocol: Protocol) -> bool:
+        """The start is materially slower than eager (``gates.strawman_ratio``)."""
+        s = self.start_over_eager
+        return bool(s is not None and s.ratio * protocol.gates.strawman_ratio <= 1.0)
 
 
-def _estimate(col: Collected, num: str, den: str, protocol: Protocol, backend: Backend) -> RatioEstimate | None:
-    """num/den time ratio: :func:`harness.stats.rounds_ratio` over the (seed, round) block medians,
-    with the backend's process-pair component (each arm has its own measuring process)."""
-    return rounds_ratio(_arm_rounds(col, num), _arm_rounds(col, den), protocol, "median_of_ratios",
-                        process_pair_backend=backend)
+class Floor(BaseModel):
+    """The candidate's time against the physical floor (issue 27): the roofline fraction, never above 1.0, and
+    why none is given when the time is beyond the floor (a ceiling defect)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fraction: float | None
+    ceiling_defect: str | None
+
+    @classmethod
+    def of(cls, cost: TaskCost, ceilings: DeviceCeilings | None, candidate_median_ns: float | None,
+           cache_factor: float) -> "Floor":
+        """``cache_factor``: the backend's multiplier of the copy ceiling (CPU: ``gates.physical_cpu_cache_factor``,
+        the ceiling the physical-limit gate uses)."""
+        frac = roofline_fraction(cost.bytes, cost.flops, ceilings, candidate_median_ns, cache_factor=cache_factor)
+        defect = ceiling_defect(achieved_fraction(cost.bytes, cost.flops, ceilings, candidate_median_ns,
+                                                  cache_factor=cache_factor), ceilings)
+        return cls(fraction=frac, ceiling_defect=defect)
 
 
-def _measurement_set(ctx: MeasurementContext, col: Collected, arm: str, task_id: str, subject: str) -> MeasurementSet:
-    """One arm's stored samples, with the round boundaries the verdict's ratio was formed over."""
-    name = "candidate" if arm == "candidate" else "baseline"
-    return MeasurementSet(session_id=ctx.session_id, device_sha256=ctx.device_sha256, protocol=ctx.protocol.ref(),
-                          task_id=task_id, subject_sha256=subject, arm=name,  # type: ignore[arg-type]
-                          samples=[MeasurementSample.from_rounds(t.facts.seed, t.rounds) for t in col.timed[arm]])
+class VerdictDetail(BaseModel):
+    """A kernel verdict's ``detail``: what the verdict row keeps beyond its columns (the field order is the
+    stored key order)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    correctness_seeds: list[int]
+    init_seed: int
+    distributions: list[str]
+    # input classes the reference itself cannot take: skipped for this problem, never the candidate's
+    # failure (issue 25); class -> the reference's error
+    skipped_classes: dict[str, str]
+    capture_probe_errors: list[str]   # why graph replay was not used (CUDA)
+    timing_method: str
+    start_label: str
+    start_sha256: str
+    speedup_vs_start: RatioEstimate | None
+    start_over_eager: RatioEstimate | None
+    strawman: bool
+    roofline_fraction: float | None
+    roofline_ceiling_defect: str | None
+    task_bytes: float | None
+    task_flops: float | None
+    task_cost: TaskCost
+    candidate_median_ns: float | None
+    baseline_median_ns: float | None
+    failure: WorkerFailure | None
+    start_failure: WorkerFailure | None
+    n_pairs: int
+    # issue 27: a verdict measured under an unreleased protocol says so in its own record
+    protocol_draft: bool
+    phase_s: dict[str, float]
+    # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
+    confinement: dict[str, str]
+    # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
+    # and how many distinct input sets each arm's timed calls received (per paired seed)
+    memory_plan: dict[str, int]
+    output_transport: str
+    timed_input_sets: dict[str, list[dict[str, Any]]]
+
+    @classmethod
+    def of(cls, col: Collected, task: Task, *, ratios: Ratios, floor: Floor, cost: TaskCost,
+           processes: ArmProcesses, protocol: Protocol, default_transport: str) -> "VerdictDetail":
+        """The detail of one evaluation from its pieces; ``default_transport``: the backend's, when the
+        collector recorded none."""
+        return cls(
+            correctness_seeds=col.correctness_seeds, init_seed=col.init_seed, distributions=col.distributions,
+            skipped_classes=dict(col.skipped_classes), capture_probe_errors=list(col.capture_probe_errors),
+            timing_method=col.method, start_label=task.start_label, start_sha256=sha256_text(task.start_source()),
+            speedup_vs_start=ratios.vs_start, start_over_eager=ratios.start_over_eager,
+            strawman=ratios.strawman(protocol), roofline_fraction=floor.fraction,
+            roofline_ceiling_defect=floor.ceiling_defect, task_bytes=cost.bytes, task_flops=cost.flops,
+            task_cost=cost, candidate_median_ns=col.arm_median_ns("candidate"),
+            baseline_median_ns=col.arm_median_ns("baseline"), failure=col.failure, start_failure=col.start_failure,
+            n_pairs=ratios.speed.n_pairs if ratios.speed else 0, protocol_draft=protocol.draft, phase_s=col.phase_s,
+            confinement=processes.confinement, memory_plan=col.memory_plan,
+            output_transport=col.transport or default_transport, timed_input_sets=col.timed_input_sets())
+
+    def redacted(self) -> "VerdictDetail":
+        """Every string redacted (issue 27: a candidate's output can carry a secret, a URL's password or a
+        token, into what is stored and what a campaign later shows the model)."""
+        return type(self).model_validate(redact_obj(self.model_dump()))
 
 
 # ---------------------------------------------------------------------------------------- evaluate
@@ -172,7 +295,6 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     """Everything :func:`evaluate_candidate` does inside its scratch folder ``evdir`` (outputs) with the
     arms' code in ``srcdir`` (no child can write it): measure the arms, form the ratios, run the gates,
     store the verdict and answer with the result."""
-    ref = proto.ref()
     start_src = t.start_source()
     start_sha = sha256_text(start_src)
     cand_path = srcdir / f"atb_candidate_{cand_sha[:12]}.py"
@@ -183,7 +305,6 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     pending_cost = begin_cost(t)   # bytes/FLOPs of the reference, counted in its own process meanwhile
     cand_worker = session.take_candidate_worker()
     ref_worker = session.reference_worker()
-    ref_pid = ref_worker.pid
     # a start that is the eager reference itself (a KernelBench file's) is what the baseline arm
     # measures already: a third arm would time the same code again
     start_is_eager = t.start_label == EAGER_START_LABEL
@@ -195,107 +316,42 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
         cand_worker.close()
         if prespawn_next:
             session.prespawn_candidate_worker()
+    processes = ArmProcesses.of(cand_worker, ref_worker)
 
-    speed = _estimate(col, "baseline", "candidate", proto, session.backend) if col.failure is None else None
-    vs_start = _estimate(col, "start", "candidate", proto, session.backend) if col.failure is None else None
-    start_over_eager = _estimate(col, "start", "baseline", proto, session.backend) if col.failure is None else None
-    if start_is_eager:
-        vs_start, start_over_eager = speed, None
-    cand_times = [x for tf in col.timed_facts("candidate") for x in tf.times_ns]
-    base_times = [x for tf in col.timed_facts("baseline") for x in tf.times_ns]
-    cand_med = median(cand_times) if cand_times else None
+    ratios = Ratios.of(col, proto, session.backend, start_is_eager=start_is_eager)
     t_cost = time.monotonic()
     cost = pending_cost.resolve(input_bytes=col.input_bytes, output_bytes=col.output_bytes)
     # how long the verdict waited for the FLOP count's process after the measurement (on the H200,
     # 1-5 s for short KernelBench matmul problems: the count, not the measurement, ended those)
     col.op_s["harness.cost_wait"] = time.monotonic() - t_cost
-    task_bytes = cost.bytes
-    evidence = Evidence(
-        task_id=t.id, backend=session.backend, candidate_pid=cand_worker.pid,
-        reference_pid=ref_pid,
-        candidate_calls=col.candidate_calls, reference_calls=col.reference_calls, comparisons=col.comparisons,
-        candidate_timed=col.timed_facts("candidate"), baseline_timed=col.timed_facts("baseline"),
-        start_timed=col.timed_facts("start"),
-        candidate_integrity=col.candidate_integrity, baseline_integrity=col.baseline_integrity,
-        failure=col.failure, ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
-        ci_high=speed.ci_high if speed else None, candidate_median_ns=cand_med, ceilings=session.ceilings,
-        task_bytes=task_bytes, task_flops=cost.flops, task_bytes_source=cost.bytes_source,
-        task_flops_source=cost.flops_source, forbidden_ops=list(t.meta.forbidden_ops),
-        candidate_source=candidate_source, input_dtype=col.input_dtype)
-    gates = run_gates_fail_closed(evidence, proto)
-    status, reason = decide_status(gates, evidence, proto)
-    correct = col.failure is None and col.correct and all(
-        c.passed for c in col.comparisons if c.phase == "correctness")
+    evidence = Evidence.from_collected(col, task=t, candidate_source=candidate_source, backend=session.backend,
+                                       processes=processes, speed=ratios.speed, ceilings=session.ceilings, cost=cost)
+    judgement = judge(evidence, col, proto)
+
+    spec = backend_named(session.backend)
+    floor = Floor.of(cost, session.ceilings, evidence.candidate_median_ns, spec.cache_factor(proto))
+    detail = VerdictDetail.of(col, t, ratios=ratios, floor=floor, cost=cost, processes=processes, protocol=proto,
+                              default_transport=spec.default_transport).redacted()
+    stamp = SessionStamp(session_id=session.session_id, device_sha256=session.device_sha256, protocol=proto.ref())
+    sets = None
+    if ratios.speed is not None:
+        sets = (MeasurementSet.of_arm(stamp, t.id, cand_sha, "candidate", col.arm_samples("candidate")),
+                MeasurementSet.of_arm(stamp, t.id, t.source_sha256, "baseline", col.arm_samples("baseline")))
+    verdict = Verdict.judged(stamp, judgement, task_id=t.id, candidate_sha256=cand_sha,
+                             baseline_sha256=t.source_sha256, baseline_label=BASELINE_LABEL, estimate=ratios.speed,
+                             seeds=col.timing_seeds, sets=sets, detail=detail.model_dump())
+    store.add_verdict(verdict, *(sets or (None, None)))
+    return EvalResult.from_verdict(verdict, detail, task=t, ratios=ratios, col=col, session=session,
+                                   evidence=evidence)
+
+
+def judge(evidence: Evidence, col: Collected, protocol: Protocol) -> Judgement:
+    """The gates' decision (failing closed), overruled to a rejection when the outputs were not correct; its
+    texts redacted (issue 27: a candidate's output can carry a secret into the reason and the gates' details)."""
+    gates = run_gates_fail_closed(evidence, protocol)
+    status, reason = decide_status(gates, evidence, protocol)
+    correct = col.outputs_correct
     if status == "accepted" and not correct:
         status, reason = "rejected", "incorrect output"
-
-    # issue 27: the figure uses the physical-limit gate's ceiling (on CPU the cache-resident bandwidth) and
-    # is never above 1.0; a time beyond the floor is a ceiling defect, said in the detail, not a fraction
-    cache_factor = backend_named(session.backend).cache_factor(proto)   # CPU: gates.physical_cpu_cache_factor
-    roof = roofline_fraction(task_bytes, cost.flops, session.ceilings, cand_med, cache_factor=cache_factor)
-    roof_defect = ceiling_defect(achieved_fraction(task_bytes, cost.flops, session.ceilings, cand_med,
-                                                   cache_factor=cache_factor), session.ceilings)
-    strawman = bool(start_over_eager is not None and start_over_eager.ratio * proto.gates.strawman_ratio <= 1.0)
-    detail: dict[str, Any] = {
-        "correctness_seeds": col.correctness_seeds, "init_seed": col.init_seed,
-        "distributions": sorted({c.distribution for c in col.comparisons if c.phase != "skipped"}),
-        # input classes the reference itself cannot take: skipped for this problem, never the candidate's
-        # failure (issue 25); class -> the reference's error
-        "skipped_classes": dict(col.skipped_classes),
-        "capture_probe_errors": list(col.capture_probe_errors),   # why graph replay was not used (CUDA)
-        "timing_method": col.method, "start_label": t.start_label, "start_sha256": start_sha,
-        "speedup_vs_start": vs_start.model_dump() if vs_start else None,
-        "start_over_eager": start_over_eager.model_dump() if start_over_eager else None,
-        "strawman": strawman, "roofline_fraction": roof, "roofline_ceiling_defect": roof_defect,
-        "task_bytes": task_bytes, "task_flops": cost.flops,
-        "task_cost": cost.model_dump(),
-        "candidate_median_ns": cand_med, "baseline_median_ns": median(base_times) if base_times else None,
-        "failure": col.failure.model_dump() if col.failure else None,
-        "start_failure": col.start_failure.model_dump() if col.start_failure else None,
-        "n_pairs": speed.n_pairs if speed else 0,
-        # issue 27: a verdict measured under an unreleased protocol says so in its own record
-        "protocol_draft": proto.draft,
-        "phase_s": col.phase_s,
-        # issue 14: how each arm's child was confined ("bwrap:..." or "unconfined:<why>"), from the Worker
-        "confinement": {"candidate": cand_worker.confinement, "reference": ref_worker.confinement},
-        # issue 13: device memory plan, how candidate outputs reached the comparing reference child,
-        # and how many distinct input sets each arm's timed calls received (per paired seed)
-        "memory_plan": col.memory_plan,
-        "output_transport": col.transport or backend_named(session.backend).default_transport,
-        "timed_input_sets": {arm: [{"calls": tf.timed_calls, "distinct": tf.distinct_input_sets,
-                                    "refill": tf.input_refill} for tf in col.timed_facts(arm)]
-                             for arm in col.timed},
-    }
-    # issue 27: a candidate's output can carry a secret (a URL's password, a token) into the reason and the
-    # gates' details; what is stored, and what a campaign later shows the model, is redacted here
-    reason = redact(reason)
-    gates = [g.model_copy(update={"detail": redact(g.detail)}) for g in gates]
-    detail = redact_obj(detail)
-    cset = bset = None
-    if speed is not None:
-        cset = _measurement_set(session, col, "candidate", t.id, cand_sha)
-        bset = _measurement_set(session, col, "baseline", t.id, t.source_sha256)
-    verdict = Verdict(session_id=session.session_id, device_sha256=session.device_sha256, protocol=ref,
-                      task_id=t.id, candidate_sha256=cand_sha, baseline_sha256=t.source_sha256,
-                      baseline_label=BASELINE_LABEL, status=status, correct=correct,
-                      reason=reason if status != "accepted" or reason else "all gates passed",
-                      ratio=speed.ratio if speed else None, ci_low=speed.ci_low if speed else None,
-                      ci_high=speed.ci_high if speed else None, seeds=col.timing_seeds,
-                      candidate_set_id=cset.id if cset else None, baseline_set_id=bset.id if bset else None,
-                      gates=gates, detail=detail)
-    store.add_verdict(verdict, cset, bset)
-    usable = bool(speed is not None and status == "accepted"
-                  and speed.ci_relative_halfwidth <= proto.usability.ci_relative_halfwidth_max)
-    return EvalResult(
-        verdict=status, correct=correct, gates=gates, speedup=speed.ratio if speed else None,
-        speedup_ci=(speed.ci_low, speed.ci_high) if speed else None,
-        speedup_vs_start=vs_start.ratio if vs_start else None,
-        speedup_vs_start_ci=(vs_start.ci_low, vs_start.ci_high) if vs_start else None,
-        strawman=strawman, start_over_eager=start_over_eager.ratio if start_over_eager else None,
-        roofline_fraction=roof, device=session.fingerprint.summary(), device_sha256=session.device_sha256,
-        seeds=col.timing_seeds, correctness_seeds=col.correctness_seeds, init_seed=col.init_seed,
-        protocol_sha256=ref.sha256, candidate_sha256=cand_sha, verdict_id=verdict.id, reason=verdict.reason,
-        usable_ci=usable, task_id=t.id, start_label=t.start_label, timing_method=col.method,
-        candidate_median_ns=cand_med, baseline_median_ns=detail["baseline_median_ns"], phase_s=col.phase_s,
-        op_s={k: round(v, 4) for k, v in sorted(col.op_s.items())}, output_transport=detail["output_transport"],
-        confinement=dict(detail["confinement"]), protocol_draft=proto.draft, evidence=evidence)
+    return Judgement(status=status, correct=correct, reason=redact(reason),
+                     gates=[g.model_copy(update={"detail": redact(g.detail)}) for g in gates])

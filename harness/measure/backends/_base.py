@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from harness.measure.runner._messages import PrepareReply
     from harness.records import DeviceFamily
     from protocol import Protocol as AtbProtocol
 
@@ -81,8 +82,8 @@ class MeasuringBackend(Protocol):
         """The multiplier of the copy ceiling the physical floor uses (caches not flushed between reps)."""
         ...
 
-    def choose_method(self, ask_arms: Callable[[Any], dict[str, dict[str, Any]]],
-                      prep: dict[str, dict[str, Any]], protocol: AtbProtocol, probe_errors: list[str]) -> None:
+    def choose_method(self, ask_arms: Callable[[Any], dict[str, Any]], prep: dict[str, PrepareReply],
+                      protocol: AtbProtocol, probe_errors: list[str]) -> None:
         """After every arm prepared a seed: pick one timing method for all of them (``ask_arms`` sends a
         command to every live arm). Nothing to do where the backend has one method."""
         ...

@@ -17,6 +17,7 @@ from harness.measure.backends._registry import BACKENDS
 
 if TYPE_CHECKING:
     from harness.measure.backends._base import ChildBackend
+    from harness.measure.runner._messages import PrepareReply
     from harness.records import DeviceFamily
     from protocol import Protocol as AtbProtocol
 
@@ -61,8 +62,8 @@ class TorchBackend:
     def cache_factor(self, protocol: AtbProtocol) -> float:
         return protocol.gates.physical_cpu_cache_factor
 
-    def choose_method(self, ask_arms: Callable[[Any], dict[str, dict[str, Any]]],
-                      prep: dict[str, dict[str, Any]], protocol: AtbProtocol, probe_errors: list[str]) -> None:
+    def choose_method(self, ask_arms: Callable[[Any], dict[str, Any]], prep: dict[str, PrepareReply],
+                      protocol: AtbProtocol, probe_errors: list[str]) -> None:
         return None
 
     def plan_memory(self) -> bool:

@@ -22,6 +22,7 @@ from harness.measure.backends.cpu import TorchBackend
 
 if TYPE_CHECKING:
     from harness.measure.backends._base import ChildBackend
+    from harness.measure.runner._messages import PrepareReply
     from harness.records import DeviceFamily
     from protocol import Protocol as AtbProtocol
 
@@ -99,8 +100,8 @@ class CudaBackend(TorchBackend):
     def cache_factor(self, protocol: AtbProtocol) -> float:
         return 1.0
 
-    def choose_method(self, ask_arms: Callable[[Any], dict[str, dict[str, Any]]],
-                      prep: dict[str, dict[str, Any]], protocol: AtbProtocol, probe_errors: list[str]) -> None:
+    def choose_method(self, ask_arms: Callable[[Any], dict[str, Any]], prep: dict[str, PrepareReply],
+                      protocol: AtbProtocol, probe_errors: list[str]) -> None:
         """One timing method for every arm of this seed: graph replay when any arm is a tiny kernel
         (below ``graph_replay_below_us``) or launch-bound (the host spent at least
         ``graph_replay_launch_bound`` of the call's event time launching it), and every arm's graph
@@ -110,16 +111,16 @@ class CudaBackend(TorchBackend):
 
         cuda = protocol.timing.cuda
         threshold_ns = cuda.graph_replay_below_us * 1e3
-        tiny = any(float(prep[a]["est_ns"]) < threshold_ns for a in prep)
-        bound = any(float(prep[a].get("launch_ns", 0.0)) >= cuda.graph_replay_launch_bound * float(prep[a]["est_ns"])
+        tiny = any(prep[a].est_ns < threshold_ns for a in prep)
+        bound = any((prep[a].launch_ns or 0.0) >= cuda.graph_replay_launch_bound * prep[a].est_ns
                     for a in prep)
         if not (tiny or bound):
             return
-        captured = ask_arms(M.Capture(graph=True))
+        captured: dict[str, M.CaptureReply] = ask_arms(M.Capture(graph=True))
         for arm, r in captured.items():
-            if r.get("probe_error"):
-                probe_errors.append(f"{arm}: {r['probe_error']}")
-        if not all(bool(r.get("captured")) for r in captured.values()):
+            if r.probe_error:
+                probe_errors.append(f"{arm}: {r.probe_error}")
+        if not all(r.captured for r in captured.values()):
             ask_arms(M.Capture(graph=False))
 
     def plan_memory(self) -> bool:

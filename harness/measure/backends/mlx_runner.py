@@ -145,12 +145,12 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
                 arrays.append((np.array(o.astype(mx.float32) if o.dtype == mx.bfloat16 else o), name))
         return arrays
 
-    def save(out: Any, path: str) -> list[dict[str, Any]]:
+    def save(out: Any, path: str) -> list[M.MlxOutput]:
         arrays = to_numpy(out)
         np.savez(path, *[a for a, _ in arrays])
-        return [{"shape": list(a.shape), "dtype": name} for a, name in arrays]
+        return [M.MlxOutput(shape=list(a.shape), dtype=name) for a, name in arrays]
 
-    def cmd_load(cmd: M.MlxLoad) -> dict[str, Any]:
+    def cmd_load(cmd: M.MlxLoad) -> M.MlxLoadReply:
         task = load_file(cmd.task_path, "atb_mlx_task")
         torch.manual_seed(int(cmd.init_seed))
         init_inputs = list(task.get_init_inputs())
@@ -160,8 +160,8 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
         if role == "reference":
             fn = getattr(task, MLX_REFERENCE_FUNCTION, None)
             if fn is None:
-                return {"ok": False, "failure_kind": "no_port",
-                        "error": f"the task defines no {MLX_REFERENCE_FUNCTION}(params, *inputs)"}
+                return M.MlxLoadReply(ok=False, failure_kind="no_port",
+                                      error=f"the task defines no {MLX_REFERENCE_FUNCTION}(params, *inputs)")
             state["fn"] = lambda *xs: fn(params, *xs)
             port = MLX_REFERENCE_FUNCTION
         else:
@@ -175,12 +175,13 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
                 state["fn"] = obj
                 port = MLX_PORT_CLASS
             else:
-                return {"ok": False, "failure_kind": "no_port",
-                        "error": f"the candidate defines neither {MLX_PORT_FUNCTION}(params, *inputs) "
-                                 f"nor class {MLX_PORT_CLASS}"}
-        return {"port": port, "mlx_version": getattr(mx, "__version__", "unknown"), "device": str(mx.default_device()),
-                "blas_libraries": mapped_blas_libraries(Path("/proc/self/maps").read_text()),
-                "torch_threads": torch.get_num_threads()}
+                return M.MlxLoadReply(ok=False, failure_kind="no_port",
+                                      error=f"the candidate defines neither {MLX_PORT_FUNCTION}(params, *inputs) "
+                                            f"nor class {MLX_PORT_CLASS}")
+        return M.MlxLoadReply(port=port, mlx_version=getattr(mx, "__version__", "unknown"),
+                              device=str(mx.default_device()),
+                              blas_libraries=mapped_blas_libraries(Path("/proc/self/maps").read_text()),
+                              torch_threads=torch.get_num_threads())
 
     def inputs_for(seed: int, distribution: str) -> tuple[list[Any], list[Any]]:
         """The torch inputs and their MLX copies for (seed, distribution); only the latest is cached."""
@@ -196,34 +197,33 @@ def _child() -> None:  # pragma: no cover - runs in the child; exercised through
         evaluate(out)
         return out
 
-    def cmd_call(cmd: M.MlxCall) -> dict[str, Any]:
+    def cmd_call(cmd: M.MlxCall) -> M.MlxCallReply:
         ts, xs = inputs_for(int(cmd.seed), cmd.distribution)
-        res: dict[str, Any] = {"outputs": save(run(xs), cmd.out_path)}
+        outputs = save(run(xs), cmd.out_path)
+        torch_outputs = None
         if role == "reference":
             with torch.no_grad():
-                res["torch_outputs"] = save(state["model"](*ts), str(cmd.torch_out_path))
-        return res
+                torch_outputs = save(state["model"](*ts), str(cmd.torch_out_path))
+        return M.MlxCallReply(outputs=outputs, torch_outputs=torch_outputs)
 
-    def cmd_prepare(cmd: M.MlxPrepare) -> dict[str, Any]:
+    def cmd_prepare(cmd: M.MlxPrepare) -> M.MlxPrepareReply:
         seed = int(cmd.seed)
         _, xs = inputs_for(seed, "task")
         inner, est = _cpu.calibrate_inner_loop(lambda: run(xs), int(config["warmup_reps"]),
                                                int(config["min_timed_ns"]))
         state["inner"][seed] = inner
-        return {"inner": inner, "estimate_ns": est}
+        return M.MlxPrepareReply(inner=inner, estimate_ns=est)
 
-    def cmd_rep(cmd: M.MlxRep) -> dict[str, Any]:
+    def cmd_rep(cmd: M.MlxRep) -> M.MlxRepReply:
         seed = int(cmd.seed)
         _, xs = inputs_for(seed, "task")
         block = _cpu.time_block(lambda _rep: run(xs), 1, state["inner"][seed], {0} if cmd.out_path else set())
-        res: dict[str, Any] = {"times_ns": block.times_ns, "wall_ns": block.wall_ns,
-                               "timed_total_ns": block.timed_total_ns, "method": "mlx-eval+" + block.method}
-        if cmd.out_path:
-            res["outputs"] = save(block.captured[0], cmd.out_path)
-        return res
+        return M.MlxRepReply(times_ns=block.times_ns, wall_ns=block.wall_ns, timed_total_ns=block.timed_total_ns,
+                             method="mlx-eval+" + block.method,
+                             outputs=save(block.captured[0], cmd.out_path) if cmd.out_path else None)
 
     handlers: dict[str, Handler] = {"load": cmd_load, "call": cmd_call, "prepare": cmd_prepare, "rep": cmd_rep}
-    reply({"ok": True, "op": "ready", "pid": os.getpid(), "mlx_version": getattr(mx, "__version__", "unknown")})
+    reply(M.Ready(op="ready", pid=os.getpid(), mlx_version=getattr(mx, "__version__", "unknown")).model_dump())
     serve(handlers, reply, _describe, commands=M.MLX_COMMANDS, time_handlers=True)
 
 

@@ -9,8 +9,9 @@ of events, which is the point of this module:
 3. only then may a ``load`` command import task code and, in the candidate and start roles,
    candidate code. The reference role refuses candidate code outright.
 
-Everything reported here is a fact observed by this harness code; the parent turns replies into
-:mod:`harness.measure.evidence` records.
+Everything reported here is a fact observed by this harness code. Each handler answers with its command's
+reply model (:mod:`harness.measure.runner._messages`, imported once the ready line is written); the parent
+validates the line into the same model and turns it into :mod:`harness.measure.evidence` records.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from harness.measure.timing import _clock  # noqa: F401 - binds the clock before anything else runs
 
 ROLE, REPLY_FD, CONFIG = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-if CONFIG.get("memory_bytes", 0) > 0:
+if int(CONFIG["memory_bytes"]) > 0:   # protocol limits, via the config (0: the backend sets none)
     resource.setrlimit(resource.RLIMIT_AS, (CONFIG["memory_bytes"], CONFIG["memory_bytes"]))
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
 # torch.compile in this child (issue 25): Inductor's and Triton's caches live in a folder of this child's
@@ -325,13 +326,16 @@ class _State:
     method: str = ""
     shared: dict[str, list[Any]] = {}      # outputs held for the reference child to read (one way)
     tolerances: dict[str, dict[str, float]] = {}
-    large_bytes: int = 1 << 28             # protocol timing.cuda.free_cache_above_bytes
-    graph_sets_max_bytes: int = 1 << 30    # protocol timing.cuda.graph_static_sets_max_bytes
+    large_bytes: int = 0                   # protocol timing.cuda.free_cache_above_bytes (from the config)
+    graph_sets_max_bytes: int = 0          # protocol timing.cuda.graph_static_sets_max_bytes (from the config)
     device_total: int = 0                  # bytes of device memory (CUDA), read at start
 
 
 S = _State()
 S.device_total = _DEVICE_TOTAL
+# protocol values this child uses come from its config (harness.measure.session.worker_config), never a default
+S.large_bytes = int(CONFIG["cuda"]["free_cache_above_bytes"])
+S.graph_sets_max_bytes = int(CONFIG["cuda"]["graph_static_sets_max_bytes"])
 
 
 def _sync() -> None:
@@ -409,7 +413,7 @@ def _restore_watched() -> list[str]:
     return restored
 
 
-def _cmd_load(cmd: M.Load) -> dict[str, Any]:
+def _cmd_load(cmd: M.Load) -> M.LoadReply:
     if ROLE == "reference" and cmd.candidate_path:
         raise PermissionError("the reference process never imports candidate code")
     task = _import_file(cmd.task_path, cmd.task_module)
@@ -431,8 +435,6 @@ def _cmd_load(cmd: M.Load) -> dict[str, Any]:
     if cmd.tolerances:
         S.tolerances = {str(k): {kk: float(vv) for kk, vv in v.items()} for k, v in cmd.tolerances.items()}
     S.spread_factor = float(cmd.reference_spread_factor)
-    S.large_bytes = int(CONFIG.get("cuda", {}).get("free_cache_above_bytes", 1 << 28))
-    S.graph_sets_max_bytes = int(CONFIG.get("cuda", {}).get("graph_static_sets_max_bytes", 1 << 30))
     torch.manual_seed(int(cmd.init_seed))
     init = list(task.get_init_inputs())
     reply: dict[str, Any] = {}
@@ -458,9 +460,9 @@ def _cmd_load(cmd: M.Load) -> dict[str, Any]:
         if mem is None:   # only a device with its own memory (CUDA) calls the reference unfit
             raise
         free, total = mem
-        return {**reply, "ok": False, "failure_kind": "memory",
-                "error": (f"unfit: the reference's own inputs and output do not fit on the device "
-                          f"({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {str(exc)[:300]}")}
+        return M.LoadReply(**reply, ok=False, failure_kind="memory",
+                           error=(f"unfit: the reference's own inputs and output do not fit on the device "
+                                  f"({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {str(exc)[:300]}"))
     out_bytes = _nbytes(_tensors(out))
     if ROLE == "reference":
         reply["output_bytes"] = out_bytes
@@ -468,7 +470,7 @@ def _cmd_load(cmd: M.Load) -> dict[str, Any]:
     _free_device(in_bytes + out_bytes)
     reply.update(IMPL.load_facts())   # CUDA: peak_device_bytes, device_free_bytes, device_total_bytes
     reply["restored_by_harness"] = _restore_watched()
-    return reply
+    return M.LoadReply(**reply)
 
 
 def _run_call(inputs: list[Any], record_ops: bool,
@@ -530,7 +532,7 @@ def _share_out(tag: str, out: Any, path: str) -> dict[str, Any]:
     return desc
 
 
-def _cmd_call(cmd: M.Call) -> dict[str, Any]:
+def _cmd_call(cmd: M.Call) -> M.CallReply:
     """An untimed call on (seed, distribution). The candidate and start roles share the output with
     the reference child (``share``: a tag); the reference role never writes or shares an output."""
     seed, dist = int(cmd.seed), str(cmd.distribution)
@@ -553,8 +555,7 @@ def _cmd_call(cmd: M.Call) -> dict[str, Any]:
     steps.mark("share")
     _free_device(in_bytes)
     steps.mark("free")
-    facts["steps_s"] = steps.s
-    return facts
+    return M.CallReply(**facts, steps_s=steps.s)
 
 
 class _Steps:
@@ -609,7 +610,7 @@ def _judge_with_reference_spread(ref: list[Any], cand: Any, rebuild: Any, first:
             "max_abs_err": check.max_abs_err, "rel_l2": check.rel_l2, "reference_spread": list(spread)}
 
 
-def _cmd_check(cmd: M.Check) -> dict[str, Any]:
+def _cmd_check(cmd: M.Check) -> M.CheckReply:
     """Reference role only: compute the reference's output for the candidate's input (a seed and
     distribution, or a timed set's spec), read the candidate's shared output and compare them here,
     on the device. Replies with the reference call's facts and the comparison's summary only."""
@@ -643,9 +644,10 @@ def _cmd_check(cmd: M.Check) -> dict[str, Any]:
         # class), never the candidate's; its output is taken off the channel unread
         _share.discard_output(dict(cmd.candidate), _FD_CHANNEL)
         _free_device(in_bytes)
-        return {"call": facts, "comparison": {"passed": False, "reference_failed": True,
-                                              "reason": str(facts.get("error", ""))[-600:]},
-                "restored_by_harness": _restore_watched(), "steps_s": steps.s}
+        return M.CheckReply(call=M.CallOutcome(**facts),
+                            comparison=M.ComparisonOutcome(passed=False, reference_failed=True,
+                                                           reason=str(facts.get("error", ""))[-600:]),
+                            restored_by_harness=_restore_watched(), steps_s=steps.s)
     if out is None:
         raise RuntimeError(f"the reference failed on seed {seed} ({dist}): {facts.get('error', '')}")
     ref = _as_tensors(out)
@@ -681,10 +683,11 @@ def _cmd_check(cmd: M.Check) -> dict[str, Any]:
     IMPL.after_compare()   # CUDA: synchronise and collect the IPC handles just closed
     _free_device(in_bytes + out_bytes)
     steps.mark("free")
-    return {"call": facts, "comparison": cmp, "restored_by_harness": _restore_watched(), "steps_s": steps.s}
+    return M.CheckReply(call=M.CallOutcome(**facts), comparison=M.ComparisonOutcome(**cmp),
+                        restored_by_harness=_restore_watched(), steps_s=steps.s)
 
 
-def _cmd_reshare(cmd: M.Reshare) -> dict[str, Any]:
+def _cmd_reshare(cmd: M.Reshare) -> M.ReshareReply:
     """Share a held output again as a file: the fallback when the reference child cannot map a CUDA
     IPC handle (e.g. separate PID namespaces under a confinement that forbids it)."""
     kept = S.shared.get(cmd.tag)
@@ -693,10 +696,10 @@ def _cmd_reshare(cmd: M.Reshare) -> dict[str, Any]:
     tensors = _share.kept_tensors(torch, kept)
     path = cmd.path
     torch.save(tuple(t.detach().to("cpu", copy=True) for t in tensors), path)
-    return {"share": {"path": path, "n": len(tensors), "fallback": "file"}}
+    return M.ReshareReply(share={"path": path, "n": len(tensors), "fallback": "file"})
 
 
-def _cmd_release(cmd: M.Release) -> dict[str, Any]:
+def _cmd_release(cmd: M.Release) -> M.ReleaseReply:
     """Drop outputs held for the reference (all of them, or the tags named)."""
     tags = cmd.tags
     held = 0
@@ -706,7 +709,7 @@ def _cmd_release(cmd: M.Release) -> dict[str, Any]:
         _share.release(torch, kept)
     IMPL.ipc_collect()
     _free_device(held)
-    return {"released": held}
+    return M.ReleaseReply(released=held)
 
 
 # ------------------------------------------------------------------------------------ timing
@@ -735,7 +738,7 @@ def _next_sets() -> list[list[Any]]:
     return got
 
 
-def _cmd_prepare(cmd: M.Prepare) -> dict[str, Any]:
+def _cmd_prepare(cmd: M.Prepare) -> M.PrepareReply:
     """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
     sets (see :class:`harness.measure.runner._inputs.TimedSets`)."""
     seed = int(cmd.seed)
@@ -743,10 +746,10 @@ def _cmd_prepare(cmd: M.Prepare) -> dict[str, Any]:
     S.timed_keys = set()
     large = float(CONFIG["large"])
     # the backend's calibration and timed-set layout (private_inputs: exact sets, never a window of a pool)
-    return IMPL.prepare(LOOP, seed, large, bool(cmd.private_inputs))
+    return M.PrepareReply(**IMPL.prepare(LOOP, seed, large, bool(cmd.private_inputs)))
 
 
-def _cmd_capture(cmd: M.Capture) -> dict[str, Any]:
+def _cmd_capture(cmd: M.Capture) -> M.CaptureReply:
     """Time this seed by CUDA-graph replay (``graph``: true) or by events (false).
 
     The parent decides for every arm of a verdict together, so candidate and baseline are always timed
@@ -763,7 +766,7 @@ def _cmd_capture(cmd: M.Capture) -> dict[str, Any]:
     probe_error = IMPL.capture(LOOP, bool(cmd.graph), seed, large)
     S.fp_acc, S.timed_keys, S.timed_calls, S.fp_keys = [], set(), 0, []
     # probe_error: why a capture was not taken (the harness's fact: this seed is timed by events)
-    return {"captured": S.graphs is not None, "method": S.method, "probe_error": probe_error}
+    return M.CaptureReply(captured=S.graphs is not None, method=S.method, probe_error=probe_error)
 
 
 def _refill_static(rep: int) -> None:
@@ -778,7 +781,7 @@ def _refill_static(rep: int) -> None:
     S.cur = sets   # views into the pool: what the static sets must still equal after the replay
 
 
-def _cmd_block(cmd: M.Block) -> dict[str, Any]:
+def _cmd_block(cmd: M.Block) -> M.BlockReply:
     t_cmd = _now()   # the whole handling, by the bound clock: the parent's own clock is compared with it
     reps, offset = int(cmd.reps), int(cmd.rep_offset)
     capture_global = {int(r) for r in cmd.capture}
@@ -803,9 +806,9 @@ def _cmd_block(cmd: M.Block) -> dict[str, Any]:
     bt.captured.clear()
     other_cpu = (_clock.process_time_ns() - cpu0) - (_clock.thread_time_ns() - thr0)
     IMPL.after_block(LOOP)   # CUDA events: this arm's cache goes back between blocks
-    return {"other_threads_cpu_ns": float(max(0, other_cpu)), "times_ns": bt.times_ns, "wall_ns": bt.wall_ns,
-            "timed_total_ns": bt.timed_total_ns, "method": bt.method, "timed_outputs": timed_outputs,
-            "harness_ns": bt.harness_ns, "handler_ns": float(_now() - t_cmd)}
+    return M.BlockReply(other_threads_cpu_ns=float(max(0, other_cpu)), times_ns=bt.times_ns, wall_ns=bt.wall_ns,
+                        timed_total_ns=bt.timed_total_ns, method=bt.method, timed_outputs=timed_outputs,
+                        harness_ns=bt.harness_ns, handler_ns=float(_now() - t_cmd))
 
 
 def _spec_seed(spec: dict[str, Any]) -> int:
@@ -818,7 +821,7 @@ def _spec_seed(spec: dict[str, Any]) -> int:
     return int.from_bytes(h[:8], "big") & ((1 << 62) - 1)
 
 
-def _cmd_reuse_probe(cmd: M.ReuseProbe) -> dict[str, Any]:
+def _cmd_reuse_probe(cmd: M.ReuseProbe) -> M.ReuseProbeReply:
     """Call the model twice on one input object, then rewrite that object's contents in place (same
     address, autograd version unchanged) and call it again; the reference checks this last output.
 
@@ -844,10 +847,10 @@ def _cmd_reuse_probe(cmd: M.ReuseProbe) -> dict[str, Any]:
     share = _share_out("reuse", out, path)
     del out
     _free_device(in_bytes)
-    return {"output_path": path if "path" in share else "", "share": share}
+    return M.ReuseProbeReply(output_path=path if "path" in share else "", share=share)
 
 
-def _cmd_finish_seed(cmd: M.FinishSeed) -> dict[str, Any]:
+def _cmd_finish_seed(cmd: M.FinishSeed) -> M.FinishSeedReply:
     """End a paired seed: the inputs' fingerprints before and after the timed calls, how many
     distinct input sets the timed loop used, and every buffer freed."""
     sets = S.sets
@@ -865,9 +868,9 @@ def _cmd_finish_seed(cmd: M.FinishSeed) -> dict[str, Any]:
             S.timed_keys = {tuple(row) for row in torch.stack(S.fp_keys).cpu().tolist()}   # distinct values
         before = [f"set{i}" for i in range(len(changed))]
         after = [f"set{i}" + ("-changed" if c else "") for i, c in enumerate(changed)]
-    reply = {"input_hashes_before": before, "input_hashes_after": after, "threads_after": _os_threads(),
-             "distinct_input_sets": len(S.timed_keys),
-             "timed_calls": int(S.timed_calls), "input_refill": sets.mode if sets is not None else ""}
+    reply = M.FinishSeedReply(input_hashes_before=before, input_hashes_after=after, threads_after=_os_threads(),
+                              distinct_input_sets=len(S.timed_keys), timed_calls=int(S.timed_calls),
+                              input_refill=sets.mode if sets is not None else "")
     held = _nbytes([t for s in S.static for t in s])
     S.sets, S.graphs, S.static, S.cur, S.fp_acc, S.timed_keys = None, None, [], [], [], set()
     S.fp_keys = []
@@ -875,7 +878,7 @@ def _cmd_finish_seed(cmd: M.FinishSeed) -> dict[str, Any]:
     return reply
 
 
-def _cmd_integrity(cmd: M.Integrity) -> dict[str, Any]:
+def _cmd_integrity(cmd: M.Integrity) -> M.IntegrityReply:
     import harness.measure.runner._inputs as inputs_mod
 
     checks = {name: _intact(_lookup(name), fn) for name, fn in _ORIGINAL.items()}
@@ -890,20 +893,21 @@ def _cmd_integrity(cmd: M.Integrity) -> dict[str, Any]:
     # the timer-tampering gate words a False here as a deferred output)
     if ROLE != "reference":
         checks[OUTPUTS_FINISHED] = not _UNFINISHED and _modes_left() is None
-    return {"checks": checks, "audit_events": sorted(_AUDIT_EVENTS), "candidate_modules": sorted(m for m in sys.modules if m.startswith(_CANDIDATE_PREFIX)),
-            "pid": os.getpid()}
+    return M.IntegrityReply(checks=checks, audit_events=sorted(_AUDIT_EVENTS),
+                            candidate_modules=sorted(m for m in sys.modules if m.startswith(_CANDIDATE_PREFIX)),
+                            pid=os.getpid())
 
 
-def _cmd_fingerprint(cmd: M.Fingerprint) -> dict[str, Any]:
+def _cmd_fingerprint(cmd: M.Fingerprint) -> M.FingerprintReply:
     from harness.measure.device_facts import local_fingerprint_facts
 
-    return local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=cmd.smi)
+    return M.FingerprintReply(facts=local_fingerprint_facts(torch, BACKEND, int(CONFIG["threads"]), smi=cmd.smi))
 
 
-def _cmd_ceilings(cmd: M.Ceilings) -> dict[str, Any]:
+def _cmd_ceilings(cmd: M.Ceilings) -> M.CeilingsReply:
     from harness.measure.device_facts import measure_ceilings_here
 
-    return measure_ceilings_here(torch, BACKEND, CONFIG["ceilings"])
+    return M.CeilingsReply(**measure_ceilings_here(torch, BACKEND, CONFIG["ceilings"]))
 
 
 def _kind_of(exc: BaseException) -> str:
@@ -959,9 +963,12 @@ def main() -> None:
             "threads": torch.get_num_threads(), "device": DEVICE,
             "startup_s": {"import_torch": round(_T_TORCH - _T_BEGIN, 3), "device_init": round(_T_DEVICE - _T_TORCH, 3),
                           "to_ready": round(time.monotonic() - _T_BEGIN, 3)}})
-    from harness.measure.runner._messages import TORCH_COMMANDS   # pydantic: after ready, off the start-up path
+    # the commands and replies (pydantic): imported after the ready line, off the start-up path; the
+    # handlers above name the reply models through this module-level ``M``
+    global M
+    from harness.measure.runner import _messages as M
 
-    serve(_HANDLERS, _reply, _describe, commands=TORCH_COMMANDS)
+    serve(_HANDLERS, _reply, _describe, commands=M.TORCH_COMMANDS)
 
 
 if __name__ == "__main__":

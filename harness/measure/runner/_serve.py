@@ -3,8 +3,10 @@
 Shared by the torch child (``harness.measure.runner._child``) and the MLX child
 (``harness.measure.backends.mlx_runner``) so both speak exactly one protocol: ``exit`` ends the loop, an
 unknown command, or one that is not valid for its model (:mod:`harness.measure.runner._messages`), is a
-``protocol`` failure, and a handler that raises becomes a reply with ``ok: false`` and a ``failure_kind``
-the parent maps to a rejection, never a crash of the loop. A handler receives its command's model.
+``protocol`` failure, and a handler that raises becomes a :class:`~harness.measure.runner._messages.Failed`
+reply with a ``failure_kind`` the parent maps to a rejection, never a crash of the loop. A handler receives
+its command's model and returns its reply model (``reply_model`` of the command); ``serve`` sets ``op``
+(and ``handler_s``) and writes it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.measure.runner._messages import CommandSet
+    from harness.measure.runner._messages import ChildReply, CommandSet
 
-Handler = Callable[[Any], dict[str, Any]]
+Handler = Callable[[Any], "ChildReply"]
 
 
 def _arm_stack_dump(after_s: float) -> None:
@@ -53,23 +55,28 @@ def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
     """
     from pydantic import ValidationError
 
+    from harness.measure.runner._messages import Exited, Failed
+
+    def send(result: ChildReply) -> None:
+        reply(result.model_dump())
+
     for line in sys.stdin:
         if not line.strip():
             continue
         raw = json.loads(line)
         op = raw.get("op") if isinstance(raw, dict) else None
         if op == "exit":
-            reply({"ok": True, "op": "exit"})
+            send(Exited(op="exit"))
             return
         handler = handlers.get(str(op))
         if handler is None or op not in commands.ops:
-            reply({"ok": False, "op": op, "error": f"unknown command {op!r}", "failure_kind": "protocol"})
+            send(Failed(op=str(op), error=f"unknown command {op!r}", failure_kind="protocol"))
             continue
         try:
             cmd = commands.parse(raw)
         except ValidationError as exc:
             errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or op}: {e['msg']}" for e in exc.errors())
-            reply({"ok": False, "op": op, "error": f"malformed command {op!r}: {errors}", "failure_kind": "protocol"})
+            send(Failed(op=str(op), error=f"malformed command {op!r}: {errors}", failure_kind="protocol"))
             continue
         t0 = time.monotonic()
         dump_after = cmd.stack_dump_after_s
@@ -77,18 +84,18 @@ def serve(handlers: dict[str, Handler], reply: Callable[[dict[str, Any]], None],
             # the parent kills a child that misses its deadline; the stacks written here just before
             # are how the failure says where the child hung (a CUDA sync, a lock, the candidate's loop)
             _arm_stack_dump(float(dump_after))
+        result: ChildReply
         try:
             result = handler(cmd)
         except MemoryError as exc:
-            result = {"ok": False, "error": f"MemoryError: {exc}", "failure_kind": "memory"}
+            result = Failed(error=f"MemoryError: {exc}", failure_kind="memory")
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             text, kind = describe(exc)
-            result = {"ok": False, "error": text, "failure_kind": kind}
+            result = Failed(error=text, failure_kind=kind)
         finally:
             if isinstance(dump_after, (int, float)) and dump_after > 0:
                 _disarm_stack_dump()
-        result.setdefault("ok", True)
-        result["op"] = op
+        update: dict[str, Any] = {"op": str(op)}
         if time_handlers:
-            result["handler_s"] = time.monotonic() - t0
-        reply(result)
+            update["handler_s"] = time.monotonic() - t0
+        send(result.model_copy(update=update))

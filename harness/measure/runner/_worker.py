@@ -21,11 +21,14 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
+
+from pydantic import ValidationError
 
 from harness.measure.evidence import WorkerFailure
 from harness.measure.runner import _confine
-from harness.measure.runner._messages import TORCH_COMMANDS, ChildCommand, CommandSet
+from harness.measure.runner._messages import (TORCH_COMMANDS, ChildCommand, ChildReply, CommandSet, Failed, Ready,
+                                              ReplyT, parse_reply)
 from harness.measure.runner._reaper import OWNER_ENV, claim, owner_token, reap_once
 
 Role = Literal["candidate", "reference", "start"]
@@ -130,6 +133,11 @@ def _with_stack(tail: str, keep: int = 600, stack_keep: int = 1800) -> str:
     return tail[max(start, len(tail) - stack_keep):]
 
 
+def _errors(exc: ValidationError) -> str:
+    """A validation error in one line: each field's path and message."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors())[:600]
+
+
 class WorkerDied(Exception):
     """A child process failed; ``failure`` says how. Internal to the runner and the evaluation."""
 
@@ -166,7 +174,7 @@ class Worker:
         self._staged = 0
         self._reply_r: int | None = None
         self._buf = b""
-        self._ready: dict[str, Any] | None = None
+        self._ready: Ready | None = None
         #: monotonic clock at spawn and at the ready reply (where a session's open time goes)
         self.spawned_at: float | None = None
         self.ready_at: float | None = None
@@ -241,14 +249,19 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.failed is None
 
-    def wait_ready(self) -> dict[str, Any]:
+    def wait_ready(self) -> Ready:
         """Block until the child has imported torch and bound its timers.
 
         Raises:
-            WorkerDied: the child failed to start (crash, exit, timeout).
+            WorkerDied: the child failed to start (crash, exit, timeout), or its first line is not a
+                :class:`~harness.measure.runner._messages.Ready`.
         """
         if self._ready is None:
-            self._ready = self._read_reply(self.startup_timeout_s, "start-up")
+            data = self._read_reply(self.startup_timeout_s, "start-up")
+            try:
+                self._ready = Ready.model_validate(data)
+            except ValidationError as exc:
+                raise self._died("protocol", f"malformed ready line: {_errors(exc)}") from None
             self.ready_at = time.monotonic()
         return self._ready
 
@@ -258,20 +271,29 @@ class Worker:
         if self._ready is None or self.spawned_at is None or self.ready_at is None:
             return {}
         stages = {"spawn_to_ready": round(self.ready_at - self.spawned_at, 3)}
-        stages.update({k: float(v) for k, v in (self._ready.get("startup_s") or {}).items()})
+        stages.update({k: float(v) for k, v in self._ready.startup_s.items()})
         return stages
 
-    def request(self, command: ChildCommand | Mapping[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-        """Send one command and return its reply (which may say ``ok: false`` for a caught error).
+    @overload
+    def request(self, command: ChildCommand[ReplyT], timeout_s: float | None = None) -> ReplyT | Failed: ...
+
+    @overload
+    def request(self, command: Mapping[str, Any], timeout_s: float | None = None) -> ChildReply: ...
+
+    def request(self, command: ChildCommand[Any] | Mapping[str, Any], timeout_s: float | None = None) -> ChildReply:
+        """Send one command and return its reply, validated: the command's reply model (which may say
+        ``ok`` False with a failed call's facts) or :class:`~harness.measure.runner._messages.Failed` (the
+        child's loop caught an error).
 
         ``command`` is one of this child's command models (:mod:`harness.measure.runner._messages`), or
         a mapping validated into one here, before anything is sent.
 
         Raises:
             pydantic.ValidationError: ``command`` is not a valid command of this child.
-            WorkerDied: the child crashed, exited, hung past the deadline, or replied garbage.
+            WorkerDied: the child crashed, exited, hung past the deadline, or replied garbage (a line
+                that is not JSON, or fits neither reply model: kind ``protocol``).
         """
-        typed = self.commands.parse(command)
+        typed: ChildCommand[Any] = self.commands.parse(command)
         if self.failed is not None:
             raise WorkerDied(self.failed)
         self.wait_ready()
@@ -286,7 +308,11 @@ class Worker:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died("exit", f"the process ended before command {cmd.get('op')!r}") from None
-        return self._read_reply(deadline_s, str(cmd.get("op")))
+        data = self._read_reply(deadline_s, typed.op)
+        try:
+            return parse_reply(typed, data)
+        except ValidationError as exc:
+            raise self._died("protocol", f"malformed reply to {typed.op!r}: {_errors(exc)}") from None
 
     # ------------------------------------------------------------------ fd channel
     def receive_fd(self, tag: str, timeout_s: float | None = None) -> int | None:
