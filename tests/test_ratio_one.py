@@ -80,15 +80,20 @@ def _collected(seed: int) -> SimpleNamespace:
 
 @pytest.mark.parametrize("case", range(12))
 def test_kernel_path_is_bit_identical_to_the_replaced_round_ratios(case: int) -> None:
-    from harness.verdict.evaluate import _estimate
-
+    from harness.measure.collect import Collected
     from harness.stats import with_process_pair
+    from harness.verdict.evaluate import Ratios
 
     col = _collected(case)
+    col.failure = None
+    col.arm_rounds = lambda arm: Collected.arm_rounds(col, arm)  # type: ignore[arg-type]
+    field = {("baseline", "candidate"): "speed", ("start", "candidate"): "vs_start",
+             ("start", "baseline"): "start_over_eager"}
     for num, den in (("baseline", "candidate"), ("start", "candidate"), ("start", "baseline")):
         old = _old_kernel_estimate(col, num, den, P)
         for backend in ("cpu", "cuda"):    # the bootstrap is the old one; a declared process-pair SD widens it
-            new = _estimate(col, num, den, P, backend)  # type: ignore[arg-type]
+            ratios = Ratios.of(col, P, backend, start_is_eager=False)  # type: ignore[arg-type]
+            new = getattr(ratios, field[(num, den)])
             assert new is not None and old is not None
             want = with_process_pair(old, P.statistics.process_pair_log_sd.get(backend, 0.0), P)
             assert (new.ratio, new.ci_low, new.ci_high, new.n_pairs) == (want.ratio, want.ci_low, want.ci_high,
