@@ -153,7 +153,7 @@ def main() -> int:
                            "load_s": round(res.phase_s.get("load", float("nan")), 2),
                            "phase_s": {k: round(v, 2) for k, v in res.phase_s.items()},
                            "op_s": {k: round(v, 2) for k, v in res.op_s.items() if v >= 0.5},
-                           "status": res.verdict, "reason": res.reason[:300],
+                           "status": res.verdict, "reason": res.reason[:300], "speedup": res.speedup,
                            "escape_passed": None if escape is None else escape.passed,
                            "escape_detail": "" if escape is None else escape.detail[:300],
                            "cache": use, "loadavg_1m_after": round(os.getloadavg()[0], 2)}
