@@ -119,6 +119,14 @@ import torch
 import torch.nn as nn
 
 
+def _children():
+    kids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as f:
+            kids += f.read().split()
+    return kids
+
+
 class ModelNew(nn.Module):
     calls = 0
 
@@ -127,11 +135,14 @@ class ModelNew(nn.Module):
         from torch._inductor import config
 
         ModelNew.calls += 1
-        if ModelNew.calls == 1:   # the first call (in load) starts the pool, as a parallel compile does
-            AsyncCompile.pool().submit(lambda: 1).result()
+        if ModelNew.calls == 1:   # the first call (in load) starts the pools, as a parallel compile does:
+            AsyncCompile.pool().submit(lambda: 1).result()   # the C++ compile's threads
+            AsyncCompile.wait_pool_ready(timeout=100)        # CUDA's: Triton's sidecar process, a reader thread
+            with open("during.json", "w") as f:
+                json.dump({"threads": [t.name for t in threading.enumerate()], "children": _children()}, f)
         else:                     # a later call: what exists now, after load ended the pools
             with open("threads.json", "w") as f:
-                json.dump({"threads": [t.name for t in threading.enumerate()],
+                json.dump({"threads": [t.name for t in threading.enumerate()], "children": _children(),
                            "compile_threads": config.compile_threads,
                            "pool_cached": AsyncCompile.pool.cache_info().currsize}, f)
         return torch.relu(x)
@@ -139,8 +150,9 @@ class ModelNew(nn.Module):
 
 
 def test_a_measuring_child_has_no_compile_pool_after_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real child with two compile threads: the pool its first call started is gone before the next
-    command, and later compiles are set to run in process."""
+    """A real (confined, where bwrap works) child with two compile threads: the pools its first call
+    started (the C++ compile's threads; the Triton sidecar process and its reader thread that CUDA uses)
+    are gone before the next command, and later compiles are set to run in process."""
     monkeypatch.setenv(ENV, "2")
     relu = load_task("relu")
     worker = Worker("candidate", worker_config("cpu", P), tmp_path, 120.0).start()
@@ -154,10 +166,14 @@ def test_a_measuring_child_has_no_compile_pool_after_load(tmp_path: Path, monkey
                                "class_inputs": P.correctness.class_inputs})
         assert call.ok is True, call
         assert worker.scratch is not None
+        during = json.loads((worker.scratch / "during.json").read_text())
         seen = json.loads((worker.scratch / "threads.json").read_text())
     finally:
         worker.close()
-    assert not any(t.startswith("ThreadPoolExecutor") for t in seen["threads"]), seen
+    assert "InductorSubproc" in during["threads"] and during["children"], during   # the pools did start
+    assert not any(t.startswith(("ThreadPoolExecutor", "InductorSubproc", "subproc_worker_timer"))
+                   for t in seen["threads"]), seen
+    assert seen["children"] == [], seen
     assert seen["compile_threads"] == 1 and seen["pool_cached"] == 0, seen
 
 
