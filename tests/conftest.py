@@ -23,6 +23,9 @@ os.environ.setdefault("ATB_ALLOW_DRAFT_PROTOCOL", "1")
 # campaign ends sign the store's head with a key kept outside it (issue 27): the suite's keys live in a
 # throwaway folder, never in the user's ~/.config/autotunebench
 os.environ.setdefault("ATB_KEY_DIR", tempfile.mkdtemp(prefix="atb-test-keys-"))
+# the compile cache of rendered points (issue 26, harness.measure.compile_cache): the suite's own, so a
+# run neither fills the user's ~/.cache/autotunebench nor finds compiles an earlier run left there
+os.environ.setdefault("ATB_COMPILE_CACHE", tempfile.mkdtemp(prefix="atb-test-compile-cache-"))
 
 
 @pytest.hookimpl(hookwrapper=True)

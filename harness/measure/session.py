@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.errors import DeviceUnavailableError, HarnessError
 from harness.measure.backends import backend_named, child_locator
+from harness.measure.compile_threads import compile_threads
 from harness.measure.device import available, ceilings_from_facts, fingerprint_from_facts
 from harness.measure.runner import Role, Worker, WorkerDied
 from harness.measure.runner import _messages as M
@@ -41,6 +42,7 @@ def worker_config(backend: Backend, protocol: Protocol) -> dict[str, Any]:
         "cpu": protocol.timing.cpu.model_dump(),
         "cuda": protocol.timing.cuda.model_dump(),
         "ceilings": protocol.timing.ceilings.model_dump(),
+        "compile_threads": compile_threads(),   # untimed first-call compile only (harness.measure.compile_threads)
         **child_locator(backend),
     }
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import CandidateError, IncomparableError
 from harness.measure.collect import ArmProcesses, Collected, Collector
 from harness.measure.backends import backend_named
+from harness.measure.compile_cache import lend as lend_compile_cache
 from harness.measure.device import achieved_fraction, ceiling_defect, roofline_fraction
 from harness.measure.evidence import Evidence, WorkerFailure
 from harness.measure.session import MeasurementContext
@@ -311,7 +312,10 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     try:
         collector = Collector(t, proto, session.backend, evdir, cand_worker, ref_worker,
                               None if start_is_eager else session.start_worker())
-        col = collector.run(cand_path, None if start_is_eager else start_path)
+        # an exact rendering of a compiled point gets the compile cache of earlier identical renderings;
+        # any other candidate gets nothing of it (harness.measure.compile_cache says why)
+        with lend_compile_cache(t, candidate_source, cand_worker, session.backend, session.device_sha256):
+            col = collector.run(cand_path, None if start_is_eager else start_path)
     finally:
         cand_worker.close()
         if prespawn_next:

@@ -31,15 +31,17 @@ if int(CONFIG["memory_bytes"]) > 0:   # protocol limits, via the config (0: the 
 os.dup2(2, 1)  # anything task or candidate code prints goes to the log, never to a protocol pipe
 # torch.compile in this child (issue 25): Inductor's and Triton's caches live in a folder of this child's
 # private scratch (its cwd: writable inside the confinement, never shared with another child or
-# evaluation, so no compiled artefact crosses between candidates). Inductor compiles in this process on
-# every backend (one compile thread: no worker pool, whose threads and processes would sit beside the
-# pinned thread budget while timed blocks run; on the H200 its pool's reader thread, started lazily,
-# read as work left running after the timed repetitions and rejected three honest compiled candidates
-# by the escape gate). Set before torch is imported: Inductor reads them into its config at import.
+# evaluation; the parent may seed it from harness.measure.compile_cache, for its own renderings only).
+# The first call (in load) compiles with the config's compile_threads workers (issue 26); then
+# _end_compile_pool shuts them down and makes later compiles run in this process, so no worker pool's
+# threads or processes exist while timed blocks run (on the H200 a pool's lazily started reader thread
+# read as work left running after the timed repetitions and rejected three honest compiled candidates by
+# the escape gate; no quiesce timer thread either). Set before torch is imported: Inductor reads them at import.
 _COMPILE_CACHE = os.path.join(os.getcwd(), "compile-cache")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "inductor")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(_COMPILE_CACHE, "triton")
-os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, min(8, int(CONFIG.get("compile_threads", 1)))))
+os.environ["TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL"] = "0"
 
 import importlib.util  # noqa: E402
 import secrets  # noqa: E402
@@ -413,6 +415,15 @@ def _restore_watched() -> list[str]:
     return restored
 
 
+def _end_compile_pool() -> None:
+    """Shut Inductor's compile workers down (see harness.measure.runner._compile_pool); a no-op when
+    nothing compiled."""
+    if "torch._inductor.async_compile" in sys.modules:
+        from harness.measure.runner._compile_pool import end_compile_pools
+
+        end_compile_pools()
+
+
 def _cmd_load(cmd: M.Load) -> M.LoadReply:
     if ROLE == "reference" and cmd.candidate_path:
         raise PermissionError("the reference process never imports candidate code")
@@ -454,6 +465,7 @@ def _cmd_load(cmd: M.Load) -> M.LoadReply:
                       "input_dtype": str(floating[0].dtype).replace("torch.", "") if floating else "float32"})
         out = _forward(inputs)  # one untimed call: lazy thread pools and allocators start before any fact
         _sync()
+        _end_compile_pool()   # before any fact: no compile worker outlives the first call
         _check_finished(out)
     except Exception as exc:  # noqa: BLE001 - an allocation the device cannot hold is a verdict, not a crash
         mem = IMPL.mem_info() if ROLE == "reference" and _kind_of(exc) == "memory" else None
@@ -742,6 +754,7 @@ def _cmd_prepare(cmd: M.Prepare) -> M.PrepareReply:
     """Start one paired seed: calibrate on a set of its own (never timed), and lay out the timed
     sets (see :class:`harness.measure.runner._inputs.TimedSets`)."""
     seed = int(cmd.seed)
+    _end_compile_pool()   # before the timed repetitions (a no-op unless something compiled since load)
     S.timing_seed, S.graphs, S.static, S.fp_acc, S.timed_calls, S.fp_keys = seed, None, [], [], 0, []
     S.timed_keys = set()
     large = float(CONFIG["large"])
