@@ -277,8 +277,8 @@ def _median_seconds(fn: Any, backend: Backend, protocol: Protocol, reps: int | N
                     warm: bool = True) -> float:
     """Median seconds per call of ``fn`` with the protocol's warm-up and repetition counts
     (``reps``/``warm`` override them for the single timed calls of an interleaved pair), by the
-    backend's own timing loop (``median_seconds`` in ``harness/measure/backends/{cpu,cuda}.py``; on the
-    CPU the measuring child's ``_cpu.time_block``).
+    backend's own timing loop (``median_seconds`` in ``harness/measure/backends/{cpu,cuda}.py``: the
+    measuring child's ``_cpu.time_block`` and ``CudaTimer``).
 
     Why not a whole measuring child's block (``ChildBackend.block``): that loop times a loaded task's
     forward on fresh input sets drawn per call from paired seeds, with outputs kept for the gates; an
