@@ -242,11 +242,12 @@ def smoke_points(problem: Path, device: str) -> list[dict[str, Any]]:
 
     import torch
 
+    from harness.measure.cost import count_task
     from harness.tasks import load_task
     from harness.tasks._module_space import DEFAULTS, module_space, render_point
 
     task = load_task(problem)
-    space = module_space(task, device).space
+    space = module_space(task, device, count_task).space
     points: list[dict[str, Any]] = []
     for knob in space.knobs:
         for value in knob.values():

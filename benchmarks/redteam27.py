@@ -314,9 +314,10 @@ def a10_credentials() -> tuple[bool, str]:
     """DATABASE_URL and OPENAI_BASE_URL with passwords in the harness's environment; a candidate raises with
     every credential it can see, so the stored reason (what a campaign shows the model) would carry them;
     a KernelBench task file's import does the same in the FLOP-count process."""
+    from harness.measure.cost import begin_cost
     from harness.measure.session import open_measurement_session
     from harness.store import open_store
-    from harness.tasks import begin_cost, load_task_file
+    from harness.tasks import load_task_file
     from harness.verdict.evaluate import evaluate_candidate
     from protocol import load_protocol
 

@@ -140,9 +140,11 @@ def test_a_reply_that_fits_no_model_is_the_childs_protocol_failure(tmp_path: Pat
         monkeypatch.setattr(M.Integrity, "reply_model", M.CeilingsReply)
         with pytest.raises(WorkerDied) as info:
             w.request(M.Integrity())
-        # (Worker._died kills the child first, so its SIGKILL status words the kind as a crash, as it does
-        # for an unreadable line)
-        assert "malformed reply to 'integrity'" in info.value.failure.detail, info.value.failure
+        # the child is still serving: the harness stops it, and the failure stays the protocol failure it is
+        # (it used to be killed first and recorded as a crash by the harness's own SIGKILL)
+        failure = info.value.failure
+        assert failure.kind == "protocol" and "malformed reply to 'integrity'" in failure.detail, failure
+        assert "stopped by the harness" in failure.detail and "killed by" not in failure.detail, failure
         assert not w.alive()
     finally:
         w.close()

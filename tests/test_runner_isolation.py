@@ -69,6 +69,35 @@ def test_failures_become_worker_failures(workdir: Path) -> None:
             w.close()
 
 
+# The candidate writes a line that is not a reply where the child's replies go (the reply fd is the child's
+# argv[2]), then the child either exits with status 3 shortly after or keeps running.
+_GARBAGE = "        import os, sys, time\n        os.write(int(sys.argv[2]), b'not a reply\\n')\n"
+
+
+@pytest.mark.parametrize("name,then,expect,absent", [
+    ("exits", "        time.sleep(0.3)\n        os._exit(3)", "(exit status 3)", "stopped by the harness"),
+    ("stays", "        time.sleep(3600)", "(still running: stopped by the harness)", "exit status"),
+], ids=["exits-3", "keeps-running"])
+def test_a_protocol_failure_reports_the_childs_own_exit(workdir: Path, name: str, then: str, expect: str,
+                                                        absent: str) -> None:
+    """Issue 29: the parent used to kill the child before reading its status, so a child that broke the
+    protocol and exited with status 3 was recorded as a crash, killed by SIGKILL (the harness's own kill).
+    A child that exits on its own is reported with its own status; one that stays is stopped by the
+    harness and still reported as the protocol failure it is, never as a crash."""
+    w = _start(workdir)
+    w.startup_timeout_s = 120.0
+    try:
+        with pytest.raises(WorkerDied) as info:
+            w.request(_load_cmd(workdir, _candidate(_GARBAGE + then), f"garbage_{name}"))
+        failure = info.value.failure
+        assert failure.kind == "protocol", failure
+        assert "unreadable reply to 'load'" in failure.detail and expect in failure.detail, failure.detail
+        assert "killed by" not in failure.detail and absent not in failure.detail, failure.detail
+        assert not w.alive()
+    finally:
+        w.close()
+
+
 def test_exceptions_and_import_errors_are_replies_not_deaths(workdir: Path) -> None:
     w = _start(workdir)
     try:

@@ -13,9 +13,8 @@ import torch
 
 from harness.measure.evidence import Evidence
 from harness.records import DeviceCeilings
-from harness.tasks import (
-    begin_cost, load_task, load_task_file, native_task_names, needs_count, resolve_cost,
-)
+from harness.measure.cost import begin_cost
+from harness.tasks import load_task, load_task_file, native_task_names, needs_count, resolve_cost
 from harness.tasks._cost import count_file, count_module, import_task_module
 from harness.verdict.gates.physical import flop_trigger, physical_gate
 from protocol import load_protocol
@@ -145,7 +144,7 @@ def _probe_task(tmp_path: Path, body: str) -> Path:
 
 
 def _count(path: Path) -> object:
-    from harness.tasks._cost import _CACHE
+    from harness.measure.cost import _CACHE
 
     task = load_task_file(path)
     _CACHE.pop(task.source_sha256, None)

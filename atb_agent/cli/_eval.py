@@ -72,8 +72,9 @@ def run_eval(args: argparse.Namespace) -> int:
     if not backend_named(args.device).torch_children:   # MLX: its own runner, for the held-out retest
         raise BadInput(f"kernel evaluation on {args.device.upper()} is served by `atb retest --device {args.device}`; "
                        "`atb eval` measures on cpu or cuda")
+    from harness.measure.cost import begin_cost
     from harness.measure.session import open_measurement_session, spawn_early
-    from harness.tasks import begin_cost, load_task
+    from harness.tasks import load_task
     from protocol import load_protocol
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}

@@ -9,7 +9,8 @@
 * ``collect.py``: collecting one evaluation's evidence from the workers;
 * ``correctness.py``: comparing a candidate's output with the reference's;
 * ``evidence.py``: the facts the children report, which the gates read;
-* ``device.py``: device fingerprints, measured ceilings, the roofline fraction, a backend's availability.
+* ``device.py``: device fingerprints, measured ceilings, the roofline fraction, a backend's availability;
+* ``cost.py``: a task's FLOP and byte count, run in its own process started as a measuring child is.
 
 Nothing here judges: this package never imports ``harness.verdict``, ``harness.tuning`` or
 ``harness.science`` (an import-linter contract in ``pyproject.toml``).

@@ -277,7 +277,14 @@ def _median_seconds(fn: Any, backend: Backend, protocol: Protocol, reps: int | N
                     warm: bool = True) -> float:
     """Median seconds per call of ``fn`` with the protocol's warm-up and repetition counts
     (``reps``/``warm`` override them for the single timed calls of an interleaved pair), by the
-    backend's own clock (``median_seconds`` in ``harness/measure/backends/{cpu,cuda}.py``)."""
+    backend's own timing loop (``median_seconds`` in ``harness/measure/backends/{cpu,cuda}.py``: the
+    measuring child's ``_cpu.time_block`` and ``CudaTimer``).
+
+    Why not a whole measuring child's block (``ChildBackend.block``): that loop times a loaded task's
+    forward on fresh input sets drawn per call from paired seeds, with outputs kept for the gates; an
+    anchor times a fixed torch workload on fixed buffers (a 2 GiB copy cannot draw a new buffer per
+    call) against a published figure. It runs in its own child (:func:`measure_in_child`) for the same
+    reason a measuring child does: the harness's process never initialises CUDA."""
     return backend_named(backend).median_seconds(fn, protocol, reps, warm)
 
 

@@ -11,7 +11,10 @@ carried over from the home measurement:
   When that device's fingerprint equals the home device's, the leg is reported as *not held out*.
 * ``mlx``: the candidate's MLX port against the task's MLX reference, each in its own child process
   (:mod:`harness.measure.backends.mlx_runner`), timed with ``mx.eval`` interleaved A B A B over paired,
-  unpredictably drawn seeds. The MLX reference is itself checked against the torch reference on the
+  unpredictably drawn seeds. The MLX child times each repetition with the CPU backend's loop
+  (``harness.measure.timing._cpu``: the same inner-loop calibration and block as a CPU verdict); this
+  module reads no clock, it only orders the arms' repetitions and forms the ratio with
+  :func:`harness.stats.rounds_ratio`, as the verdict does. The MLX reference is itself checked against the torch reference on the
   same inputs, so a wrong port cannot make a baseline.
 
 MLX-port convention. A task file may define ``mlx_reference(params, *inputs)``; a candidate file may

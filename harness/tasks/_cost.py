@@ -18,29 +18,22 @@ explicitly on the CPU), a real CPU run is tried if the inputs are small, else on
 are kept. Every figure carries its source: ``declared``, ``flop_counter:meta``, ``flop_counter:cpu``,
 ``io:measured``, ``io:meta``, ``bytes_only:<reason>``, ``not_declared``.
 
-Task code is never executed in the harness's own process: :func:`begin_cost` runs
-``python -m harness.tasks._cost FILE`` (niced, one thread) and :meth:`PendingCost.resolve` collects
-it; :func:`count_module` is the in-process part that the counting process (or any process that has
-already imported the task, such as a measuring child) calls.
+Task code is never executed in the harness's own process: ``python -m harness.tasks._cost FILE`` is the
+counting process, started and collected by :mod:`harness.measure.cost` (:func:`~harness.measure.cost.begin_cost`,
+:meth:`~harness.measure.cost.PendingCost.resolve`); :func:`count_module` is the in-process part that the
+counting process (or any process that has already imported the task, such as a measuring child) calls.
 
-The counting process runs the task file's code, so it is started like a measuring child (issue 27):
-with the measuring children's allow-listed environment (``child_environment`` of
-:mod:`harness.measure.runner._worker`: no credentials, no URL user-info), confined the same way when
-confinement is available (:func:`harness.measure.runner._confine.plan`: bubblewrap, no network, a
-read-only view of the interpreter and the harness, a private scratch folder as its cwd and HOME), with
-the task file staged as a read-only copy in that scratch. Where confinement is impossible the count
-says ``unconfined:<why>`` in :attr:`CountedCost.confinement`. These two imports of the measuring layer
-are lazy and named in ``pyproject.toml`` (``harness.tasks._cost -> harness.measure.runner...``).
+Why the process is started from the measuring layer (issue 29): it runs the task file's code, so it is
+started exactly as a measuring child is (issue 27), with the runner's allow-listed environment and
+confinement. Those belong to ``harness.measure``, which this package (a foundation every layer reads) never
+imports; so the part that starts processes lives there, and this module keeps only what is pure: the
+figures' models, the count itself, and :func:`resolve_cost`.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -53,7 +46,6 @@ from harness.tasks._model import Task
 
 # a forward that fails on meta is re-run for real on the CPU only when its inputs are this small
 REAL_RUN_MAX_INPUT_BYTES = 64 * 1024 * 1024
-COUNT_TIMEOUT_S = 120.0
 
 
 class CountedCost(BaseModel):
@@ -78,8 +70,6 @@ class CountedCost(BaseModel):
     torch_version: str = ""
     confinement: str = ""   # how the counting process was confined ("bwrap:..." or "unconfined:<why>"); set by the parent
 
-
-_CACHE: dict[str, CountedCost] = {}   # by task source digest: a campaign counts each task once
 
 class TaskCost(BaseModel):
     """The figures the physical floor uses, each with its source."""
@@ -213,57 +203,6 @@ def count_file(torch: Any, path: Path) -> CountedCost:
     return count_module(torch, mod)
 
 
-# ------------------------------------------------------------------------------- harness side
-class PendingCost:
-    """A count running in its own process; :meth:`resolve` combines it with declared/measured figures."""
-
-    def __init__(self, task: Task, proc: subprocess.Popen[str] | None, cached: CountedCost | None,
-                 scratch: Path | None = None, confinement: str = "") -> None:
-        self.task, self._proc, self._counted = task, proc, cached
-        self._scratch, self._confinement = scratch, confinement
-
-    def _done(self) -> None:
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
-
-    def counted(self, timeout_s: float = COUNT_TIMEOUT_S) -> CountedCost | None:
-        """The count (None when the task's figures are declared and nothing was counted)."""
-        if self._counted is not None or self._proc is None:
-            return self._counted
-        try:
-            out, err = self._proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(self._proc)
-            self._proc.communicate()
-            self._done()
-            self._counted = CountedCost(method=f"bytes_only:counting timed out after {timeout_s:g} s",
-                                        confinement=self._confinement)
-            return self._counted
-        _kill_group(self._proc)     # nothing the task started outlives its count
-        self._done()
-        _IN_FLIGHT.pop(self.task.source_sha256, None)
-        line = out.strip().splitlines()[-1] if out.strip() else ""
-        try:
-            counted = CountedCost.model_validate(json.loads(line)["cost"])
-            self._counted = counted.model_copy(update={"confinement": self._confinement})
-            _CACHE[self.task.source_sha256] = self._counted
-        except (ValueError, KeyError, TypeError) as exc:
-            tail = err.strip().splitlines()[-1:] if err else []
-            self._counted = CountedCost(method=f"bytes_only:counting process failed (exit {self._proc.returncode}, "
-                                               f"{type(exc).__name__}; {' '.join(tail)[:160]})",
-                                        confinement=self._confinement)
-        return self._counted
-
-    def resolve(self, *, input_bytes: int = 0, output_bytes: int = 0) -> TaskCost:
-        """The floor's figures: declared where the task declares them, else counted, else measured.
-
-        ``input_bytes``/``output_bytes`` are what the reference process measured on real inputs
-        (0 when it did not get that far).
-        """
-        return resolve_cost(self.task, self.counted(), input_bytes=input_bytes, output_bytes=output_bytes)
-
-
 def needs_count(task: Task) -> bool:
     """Whether the task's FLOPs must be counted: KernelBench-format files that declare none.
 
@@ -271,90 +210,6 @@ def needs_count(task: Task) -> bool:
     reduction, which the FLOP counter counts as 0 anyway; tests check that).
     """
     return task.meta.flops is None and task.kind != "native"
-
-
-_IN_FLIGHT: dict[str, PendingCost] = {}
-
-
-def begin_cost(task: Task) -> PendingCost:
-    """Start counting ``task`` in a child process (if it needs counting and is not cached). A count
-    already running for the same task is shared, so a caller that knows its task early (``atb eval``
-    before it opens a measurement session) can start it and the evaluation picks it up."""
-    if not needs_count(task):
-        return PendingCost(task, None, None)
-    cached = _CACHE.get(task.source_sha256)
-    if cached is not None:
-        return PendingCost(task, None, cached)
-    running = _IN_FLIGHT.get(task.source_sha256)
-    if running is not None:
-        return running
-    proc, scratch, confinement = _spawn_counter(Path(task.path))
-    pending = PendingCost(task, proc, None, scratch, confinement)
-    _IN_FLIGHT[task.source_sha256] = pending
-    return pending
-
-
-def _spawn_counter(task_path: Path) -> tuple[subprocess.Popen[str], Path, str]:
-    """Start ``python -m harness.tasks._cost COPY`` as a measuring child is started: the allow-listed
-    environment, confined when confinement is available, in a private scratch folder (its cwd and HOME)
-    that holds a read-only copy of the task file. Returns the process, the scratch folder (the caller
-    removes it) and the confinement's descriptor.
-    """
-    # The measuring layer's own helpers, so the two kinds of child can never drift apart (see the module
-    # docstring and pyproject.toml for why this lower module may import them).
-    from harness.measure.runner import _confine
-    from harness.measure.runner._worker import child_environment
-
-    scratch = _confine.new_scratch("cost")
-    inbox = scratch / "inbox"
-    inbox.mkdir()
-    staged = inbox / task_path.name
-    shutil.copyfile(task_path, staged)
-    staged.chmod(0o444)
-    plan = _confine.plan("cpu", scratch, scratch, inbox=inbox)
-    env = child_environment(1)
-    env["CUDA_VISIBLE_DEVICES"] = ""      # the count runs on the meta device, else the CPU
-    env["HOME"] = str(scratch)
-    if plan.confined:
-        env["TMPDIR"] = "/tmp"
-    parent = os.getpid()
-    try:
-        proc = subprocess.Popen(plan.prefix + [sys.executable, "-m", "harness.tasks._cost", str(staged)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=str(scratch), pass_fds=plan.pass_fds, start_new_session=True,
-                                preexec_fn=lambda: _child_setup(_confine.die_with_parent, parent))  # noqa: PLW1509
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    finally:
-        plan.close()
-    return proc, scratch, plan.descriptor
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """Kill the counting process's group (it is its own session): whatever the task's code started."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
-def _child_setup(die_with_parent: Any, parent: int) -> None:
-    """In the counting child before exec: lowest priority (it runs beside measurements), then what every
-    measuring child gets (``_confine.die_with_parent``: death with the harness, no new privileges), so a
-    killed harness leaves no counting process behind.
-
-    The nice stays: on a small host (this project's 2-core development machine) a count at normal
-    priority would compete with the timed children for the cores, and on the H200 hosts (16 cores)
-    running it unniced (``cbe4b90``) did not shorten the verdict's wait for it (see
-    ``benchmarks/results/kernelbench/README.md``)."""
-    os.nice(19)
-    die_with_parent(parent)
-
-
-def count_task(task: Task, timeout_s: float = COUNT_TIMEOUT_S) -> CountedCost | None:
-    """Count synchronously (for tools and tests); None for a task whose FLOPs are declared."""
-    return begin_cost(task).counted(timeout_s)
 
 
 def resolve_cost(task: Task, counted: CountedCost | None, *, input_bytes: int = 0, output_bytes: int = 0) -> TaskCost:

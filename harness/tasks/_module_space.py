@@ -10,9 +10,10 @@ epilogue fusion, GEMM backends), a CUDA-graph wrapper, ``channels_last`` memory 
 autocast (the precision gate would refuse them anyway).
 
 What applies is derived from the problem, never from its file name: the input ranks and the ops the
-reference calls come from the cost count (:func:`harness.tasks._cost.count_task`, which runs the
-problem on the meta device in its own process), and the backend decides the CUDA-only knobs, which
-are absent from a CPU space rather than forbidden there (a forbidden knob would still spend draws).
+reference calls come from the cost count (:func:`harness.measure.cost.count_task`, which runs the
+problem on the meta device in its own process; the caller passes it in, as this package imports no
+layer), and the backend decides the CUDA-only knobs, which are absent from a CPU space rather than
+forbidden there (a forbidden knob would still spend draws).
 
 Rendering: a point becomes the problem's own source followed by ``class ModelNew(Model)``, built from
 the same init inputs, so under the harness's init seed it holds the same weights as the reference
@@ -24,7 +25,7 @@ eager start arm. A point whose compilation raises says so: its first call's exce
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -33,7 +34,7 @@ from harness.records import sha256_text
 from harness.space import (
     BoolKnob, CategoricalKnob, Constraint, Forbidden, Implies, Knob, KnobSpace, KnobSpaceError, KnobValue,
 )
-from harness.tasks._cost import CountedCost, count_task
+from harness.tasks._cost import CountedCost
 from harness.tasks._model import Task
 
 #: names the renderer; stored with every campaign's search config (a changed template changes it)
@@ -113,9 +114,13 @@ class ModuleSpace(BaseModel):
                 "facts": self.facts.model_dump(mode="json")}
 
 
-def module_facts(task: Task) -> ModuleFacts:
-    """Count ``task`` (in its own process; cached per source digest) and read the facts from the count."""
-    return ModuleFacts.from_count(count_task(task))
+#: how a task is counted: :func:`harness.measure.cost.count_task` (in its own process; cached per source digest)
+Count = Callable[[Task], CountedCost | None]
+
+
+def module_facts(task: Task, count: Count) -> ModuleFacts:
+    """Count ``task`` with ``count`` and read the facts from the count."""
+    return ModuleFacts.from_count(count(task))
 
 
 def build_module_space(facts: ModuleFacts, backend: str) -> ModuleSpace:
@@ -161,15 +166,15 @@ def build_module_space(facts: ModuleFacts, backend: str) -> ModuleSpace:
                        space=KnobSpace(knobs=knobs, constraints=constraints))
 
 
-def module_space(task: Task, backend: str) -> ModuleSpace:
-    """The module space of ``task`` on ``backend`` (counts the task; see :func:`module_facts`).
+def module_space(task: Task, backend: str, count: Count) -> ModuleSpace:
+    """The module space of ``task`` on ``backend`` (counts the task with ``count``; see :func:`module_facts`).
 
     Raises:
         KnobSpaceError: ``backend`` is not cpu or cuda.
     """
     if backend not in COMPILE_MODES:
         build_module_space(ModuleFacts.from_count(None), backend)   # raises, before any counting
-    return build_module_space(module_facts(task), backend)
+    return build_module_space(module_facts(task, count), backend)
 
 
 def full_point(config: Mapping[str, Any]) -> dict[str, KnobValue]:

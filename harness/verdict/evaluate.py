@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import CandidateError, IncomparableError
 from harness.measure.collect import ArmProcesses, Collected, Collector
+from harness.measure.cost import begin_cost
 from harness.measure.backends import backend_named
 from harness.measure.compile_cache import lend as lend_compile_cache
 from harness.measure.device import achieved_fraction, ceiling_defect, roofline_fraction
@@ -31,7 +32,7 @@ from harness.records import (Backend, DeviceCeilings, GateResult, Judgement, Mea
                              sha256_text)
 from harness.stats import RatioEstimate, rounds_ratio
 from harness.store import ResultStore
-from harness.tasks import Task, TaskCost, begin_cost, load_task
+from harness.tasks import Task, TaskCost, load_task
 from harness.verdict.gates import decide_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol

@@ -4,8 +4,9 @@ calls, outputs shared on the device (VMM fd, legacy IPC, a file as the last reso
 Every CUDA branch the harness had outside this folder moved here unchanged (issue 29 item 2): the child's
 device start and memory handling, its CUDA timing loop (calibrate by events, capture graphs, time blocks
 by events or replays, check one random set per block for writes), the CUDA fingerprint facts and ceilings,
-the anchors' event timing, the session's driver facts and early workers, the collector's choice between
-graph replay and events, and the confinement's GPU nodes. No line of it can run without a GPU here.
+the anchors' timing (since item 3 through the child's ``CudaTimer``, not a loop of its own), the
+session's driver facts and early workers, the collector's choice between graph replay and events, and the
+confinement's GPU nodes. No line of it can run without a GPU here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from harness.measure.runner._messages import PrepareReply
     from harness.records import DeviceFamily
     from protocol import Protocol as AtbProtocol
+
+
+# the anchors' CUDA timer, by flush size: made in the anchor child on its first timed workload
+_ANCHOR_TIMERS: dict[int, Any] = {}
 
 
 def cuda_driver_present() -> bool:
@@ -163,45 +168,35 @@ class CudaBackend(TorchBackend):
         return {"bytes_per_s": 2.0 * n_copy * 4 / t_copy, "flops_per_s": 2.0 * n_mm ** 3 / t_mm, "method": method}
 
     def median_seconds(self, fn: Any, protocol: AtbProtocol, reps: int | None = None, warm: bool = True) -> float:
-        """The anchors' median seconds per call of ``fn``, by CUDA events."""
+        """The anchors' median seconds per call of ``fn``, by the measuring child's CUDA loop.
+
+        :class:`harness.measure.timing._cuda.CudaTimer`, as :meth:`CudaChild.prepare` and its blocks use it:
+        warm-up and repetition count from the protocol's milliseconds (``calibrate``), CUDA events around
+        each call behind the L2 flush (``time_block``). ``reps`` given: that many calls after the CPU
+        warm-up count (``warm``), for the single timed calls of a paired ratio. Not used here: graph replay
+        (an anchor's calls are milliseconds long, far above ``graph_replay_below_us``) and fresh input
+        sets per call (an anchor times a fixed workload on fixed buffers; a 2 GiB copy cannot draw anew).
+
+        Before issue 29 the anchors had their own event loop (a device synchronisation after every call
+        and no flush queued ahead), so a call's launch latency counted in its time; behind the flush the
+        start event waits on the device, as in a verdict's timing. On millisecond calls the difference is
+        the launch latency, microseconds.
+        """
         import torch
 
-        if reps is not None:
-            if warm:
-                for _ in range(protocol.timing.cpu.warmup_reps):
-                    fn()
-            torch.cuda.synchronize()
-            s, e = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-                    torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-            out: list[float] = []
-            for _ in range(reps):
-                s.record()
-                fn()
-                e.record()
-                torch.cuda.synchronize()
-                out.append(float(s.elapsed_time(e)) / 1e3)
-            return float(statistics.median(out))
         cu = protocol.timing.cuda
-        start, end = (torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-                      torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-        fn()
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        est_ms = max(start.elapsed_time(end), 1e-3)
-        for _ in range(max(1, int(cu.warmup_ms / est_ms))):
-            fn()
-        reps = int(min(cu.max_reps, max(cu.min_reps, cu.rep_ms / est_ms)))
-        times: list[float] = []
-        for _ in range(reps):
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
+        timer = _ANCHOR_TIMERS.get(cu.l2_flush_bytes)
+        if timer is None:
+            from harness.measure.timing._cuda import CudaTimer
+
+            timer = _ANCHOR_TIMERS[cu.l2_flush_bytes] = CudaTimer(torch, cu.l2_flush_bytes)
+        if reps is None:
+            reps, _ = timer.calibrate(fn, cu.warmup_ms, cu.rep_ms, cu.min_reps, cu.max_reps)
+        elif warm:
+            for _ in range(protocol.timing.cpu.warmup_reps):
+                fn()
+        block = timer.time_block(lambda _rep: fn(), reps, set())
+        return float(statistics.median(block.times_ns)) / 1e9
 
     def paired_rounds(self, protocol: AtbProtocol) -> int:
         return protocol.timing.cuda.min_reps

@@ -38,6 +38,9 @@ FailureKind = Literal["import_error", "exception", "crash", "timeout", "exit", "
 OUTPUT_TAIL_BYTES = 64 << 10
 # seconds before a request's deadline at which the child writes its threads' stacks (see _serve)
 STACK_DUMP_LEAD_S = 1.5
+# seconds a child that broke the reply protocol or ended its pipes gets to exit on its own before the
+# harness kills it, so that the failure records the child's own exit status (see Worker._died)
+EXIT_GRACE_S = 2.0
 _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@]+@")
 # command keys naming a file the child imports: each is staged read-only into the child's inbox
 IMPORTED_PATH_KEYS = ("task_path", "candidate_path")
@@ -419,14 +422,32 @@ class Worker:
             self.output.join(1.0)  # a dead child's last words may still be in the pipe
         return self.output.tail(n).decode("utf-8", "replace").strip()
 
+    def _settle(self, grace_s: float) -> bool:
+        """Give a child that is ending ``grace_s`` to exit on its own; True when it did (its status is
+        then its own), False when it is still running (the caller kills it)."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _died(self, kind: FailureKind, detail: str) -> WorkerDied:
+        # Why wait before killing: a child that broke the protocol or closed its pipes is usually on its
+        # way out, and its exit status is the evidence (a status 3 is the child's own exit, not a crash).
+        # Killing it first recorded every such failure as "killed by SIGKILL", the harness's own signal.
+        # A child that missed its deadline is killed at once; it had its time.
+        exited = kind != "timeout" and self._settle(EXIT_GRACE_S)
         self._kill()
         tail = self.log_tail()
         if self.proc is not None and self.proc.returncode is not None and kind in ("exit", "crash", "protocol"):
             rc = self.proc.returncode
             if self._confined and 128 < rc < 128 + 65:
                 rc = -(rc - 128)  # bwrap reports a child killed by signal N as exit status 128+N
-            if rc < 0:
+            if not exited:
+                detail += " (still running: stopped by the harness)"
+            elif rc < 0:
                 kind = "crash"
                 try:
                     detail += f" (killed by {signal.Signals(-rc).name})"

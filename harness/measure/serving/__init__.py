@@ -5,4 +5,9 @@ requests/s (its metrics), every request's outcome, and the near-tie output check
 ``client.py`` sends the seeded ``workload.py`` requests; ``process.py`` launches and pauses the engines;
 ``metrics.py`` summarises a run; ``session.py`` fingerprints the machine and opens the store session.
 Nothing here forms a ratio or decides a status: :mod:`harness.verdict.engine` judges the facts.
+
+Not a kernel timing loop (issue 29, "one timing loop per backend"): a trial times HTTP requests to a
+separate engine process (time to first token and end to end, on the harness's monotonic clock, many
+requests in flight at once), a different quantity from a kernel call's device or CPU time, so it does not
+go through a measuring backend's loop (:mod:`harness.measure.timing`).
 """

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from harness.measure.cost import count_task
 from harness.records import Backend, SubjectKind
 from harness.space import KnobSpace
 from harness.tasks import Task, load_task
@@ -96,7 +97,7 @@ class KernelSubject:
             KnobSpaceError: the backend is not cpu or cuda.
         """
         if self._module is None:
-            self._module = module_space(self.task, self.backend or "cpu")
+            self._module = module_space(self.task, self.backend or "cpu", count_task)
         return self._module
 
     def render(self, config: dict[str, Any]) -> str:
