@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 import time as _time
+from typing import Any
 
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
 
@@ -66,6 +67,22 @@ def _since_process_start() -> float:
         return time.monotonic() - _T0
 
 
+def _worker_marks(workers: list[Any]) -> dict[str, float]:
+    """When each early measuring child was spawned and said it was ready, on the timeline's clock (seconds
+    since this process started), and its own ``import torch`` (seconds, from its ready reply)."""
+    offset = _since_process_start() - _time.monotonic()
+    marks: dict[str, float] = {}
+    for w in workers:
+        if w is None or w.spawned_at is None:
+            continue
+        marks[f"{w.role}.spawned"] = w.spawned_at + offset
+        if w.ready_at is not None:
+            marks[f"{w.role}.ready"] = w.ready_at + offset
+            if "import_torch" in w.startup_stages():
+                marks[f"{w.role}.import_torch_s"] = w.startup_stages()["import_torch"]
+    return marks
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from harness.measure.backends import backend_named
 
@@ -107,6 +124,7 @@ def run_eval(args: argparse.Namespace) -> int:
     finally:
         early.close()   # no-op once the session took the workers
     timeline["closed"] = _since_process_start()
+    timeline.update(_worker_marks([early.reference, early.candidate]))
     result = result.model_copy(update={"timeline_s": {k: round(v, 3) for k, v in timeline.items()}})
     ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"
     sp = f"{result.speedup:.3f}x" if result.speedup is not None else "n/a"
