@@ -91,6 +91,7 @@ def run_eval(args: argparse.Namespace) -> int:
                        "`atb eval` measures on cpu or cuda")
     from harness.measure.session import open_measurement_session, spawn_early
     from harness.tasks import begin_cost, load_task
+    from harness.tasks._model import EAGER_START_LABEL
     from protocol import load_protocol
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
@@ -102,18 +103,19 @@ def run_eval(args: argparse.Namespace) -> int:
     # of this start-up (the store, the harness's other modules) overlaps both
     begin_cost(task)
     proto = load_protocol()
-    early = spawn_early(args.device, proto)
+    start_arm = task.start_label != EAGER_START_LABEL   # a KernelBench file's start is its eager reference
+    early = spawn_early(args.device, proto, start_arm=start_arm)
     timeline["workers_spawned"] = _since_process_start()
     try:
         from harness.store import open_store
-        from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
+        from harness.verdict.evaluate import evaluate_candidate
 
         store = open_store(args.db)
         try:
             progress(f"atb eval: opening a {args.device} measurement session")
             timeline["session_begin"] = _since_process_start()
             with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
-                                          start_arm=task.start_label != EAGER_START_LABEL, early=early) as ctx:
+                                          start_arm=start_arm, early=early) as ctx:
                 timeline["session_open"] = _since_process_start()
                 timeline.update({f"open.{k}": v for k, v in ctx.open_stages.items()})
                 progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
@@ -124,7 +126,7 @@ def run_eval(args: argparse.Namespace) -> int:
     finally:
         early.close()   # no-op once the session took the workers
     timeline["closed"] = _since_process_start()
-    timeline.update(_worker_marks([early.reference, early.candidate]))
+    timeline.update(_worker_marks([early.reference, early.candidate, early.start]))
     result = result.model_copy(update={"timeline_s": {k: round(v, 3) for k, v in timeline.items()}})
     ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"
     sp = f"{result.speedup:.3f}x" if result.speedup is not None else "n/a"

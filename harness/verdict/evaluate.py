@@ -31,12 +31,12 @@ from harness.records import (Backend, DeviceCeilings, GateResult, Judgement, Mea
 from harness.stats import RatioEstimate, rounds_ratio
 from harness.store import ResultStore
 from harness.tasks import Task, TaskCost, begin_cost, load_task
+from harness.tasks._model import EAGER_START_LABEL  # noqa: F401 - one definition; atb eval reads it early
 from harness.verdict.gates import decide_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol
 
 BASELINE_LABEL = "eager-reference"
-EAGER_START_LABEL = "start:eager-reference"
 
 
 class EvalResult(VerdictResult):
