@@ -91,8 +91,9 @@ def run_eval(args: argparse.Namespace) -> int:
                        "`atb eval` measures on cpu or cuda")
     from harness.measure.session import open_measurement_session, spawn_early
     from harness.tasks import begin_cost, load_task
-    from harness.tasks._model import EAGER_START_LABEL
     from protocol import load_protocol
+
+    from harness.tasks._model import EAGER_START_LABEL   # is there a start arm (before the verdict modules)
 
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)

@@ -31,10 +31,12 @@ from harness.records import (Backend, DeviceCeilings, GateResult, Judgement, Mea
 from harness.stats import RatioEstimate, rounds_ratio
 from harness.store import ResultStore
 from harness.tasks import Task, TaskCost, begin_cost, load_task
-from harness.tasks._model import EAGER_START_LABEL  # noqa: F401 - one definition; atb eval reads it early
 from harness.verdict.gates import decide_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol
+
+# one definition, in harness.tasks._model: atb eval reads it before it imports this module
+from harness.tasks._model import EAGER_START_LABEL  # noqa: E402,F401
 
 BASELINE_LABEL = "eager-reference"
 
