@@ -42,8 +42,25 @@ def command_groups() -> tuple[ModuleType, ...]:
     return _protocol, _eval, _run, _replay, _sandbox, _engine, _anchor, _store, _verify, _mcp, _sweep, _model, _view
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole ``atb`` parser: each of :func:`command_groups` registers its commands.
+def groups_for(argv: Sequence[str]) -> tuple[ModuleType, ...]:
+    """The command groups a command line needs: only ``atb_agent.cli._eval`` when its first word is
+    ``eval`` or ``tasks``, else every group (:func:`command_groups`).
+
+    Why: a one-shot ``atb eval`` starts its measuring children, whose ``import torch`` is the longest step
+    of its start-up, only once its own modules are imported; the other groups' modules (the MCP server's
+    asyncio, the campaign runner, the viewer, ...) are nothing an evaluation uses (issue 26 item 4). The
+    ``eval`` parser is the same object either way, so its arguments, help and errors are unchanged.
+    """
+    if argv and argv[0] in ("eval", "tasks"):
+        from atb_agent.cli import _eval
+
+        return (_eval,)
+    return command_groups()
+
+
+def build_parser(groups: Sequence[ModuleType] | None = None) -> argparse.ArgumentParser:
+    """The ``atb`` parser: each of ``groups`` (default :func:`command_groups`, the whole parser) registers
+    its commands.
 
     Raises:
         ImportError: a command-group module is missing or does not import (a broken install).
@@ -51,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="atb", description="AutoTuneBench: the agent proposes, the harness measures.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in command_groups():
+    for module in command_groups() if groups is None else groups:
         module.register(sub)
     return parser
 
@@ -60,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in args_list
     try:
-        parser = build_parser()
+        parser = build_parser(groups_for(args_list))
         args = parser.parse_args(args_list)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return int(handler(args))
@@ -84,4 +101,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "command_groups", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "command_groups", "groups_for", "main"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 import time as _time
+from typing import Any
 
 from atb_agent.cli._common import EXIT_OK, BadInput, add_db, add_json, emit, progress
 
@@ -66,6 +67,22 @@ def _since_process_start() -> float:
         return time.monotonic() - _T0
 
 
+def _worker_marks(workers: list[Any]) -> dict[str, float]:
+    """When each early measuring child was spawned and said it was ready, on the timeline's clock (seconds
+    since this process started), and its own ``import torch`` (seconds, from its ready reply)."""
+    offset = _since_process_start() - _time.monotonic()
+    marks: dict[str, float] = {}
+    for w in workers:
+        if w is None or w.spawned_at is None:
+            continue
+        marks[f"{w.role}.spawned"] = w.spawned_at + offset
+        if w.ready_at is not None:
+            marks[f"{w.role}.ready"] = w.ready_at + offset
+            if "import_torch" in w.startup_stages():
+                marks[f"{w.role}.import_torch_s"] = w.startup_stages()["import_torch"]
+    return marks
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from harness.measure.backends import backend_named
 
@@ -77,6 +94,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from harness.tasks import load_task
     from protocol import load_protocol
 
+    from harness.tasks._model import EAGER_START_LABEL   # is there a start arm (before the verdict modules)
+
     timeline: dict[str, float] = {"cli_start": _since_process_start()}
     task = load_task(args.task)
     source = task.start_source() if args.candidate == "start" and not Path("start").exists() else _read_candidate(args.candidate)
@@ -86,18 +105,19 @@ def run_eval(args: argparse.Namespace) -> int:
     # of this start-up (the store, the harness's other modules) overlaps both
     begin_cost(task)
     proto = load_protocol()
-    early = spawn_early(args.device, proto)
+    start_arm = task.start_label != EAGER_START_LABEL   # a KernelBench file's start is its eager reference
+    early = spawn_early(args.device, proto, start_arm=start_arm)
     timeline["workers_spawned"] = _since_process_start()
     try:
         from harness.store import open_store
-        from harness.verdict.evaluate import EAGER_START_LABEL, evaluate_candidate
+        from harness.verdict.evaluate import evaluate_candidate
 
         store = open_store(args.db)
         try:
             progress(f"atb eval: opening a {args.device} measurement session")
             timeline["session_begin"] = _since_process_start()
             with open_measurement_session(store, args.device, proto, note=f"atb eval {task.id}",
-                                          start_arm=task.start_label != EAGER_START_LABEL, early=early) as ctx:
+                                          start_arm=start_arm, early=early) as ctx:
                 timeline["session_open"] = _since_process_start()
                 timeline.update({f"open.{k}": v for k, v in ctx.open_stages.items()})
                 progress(f"atb eval: measuring {Path(args.candidate).name} on {task.id}")
@@ -108,6 +128,7 @@ def run_eval(args: argparse.Namespace) -> int:
     finally:
         early.close()   # no-op once the session took the workers
     timeline["closed"] = _since_process_start()
+    timeline.update(_worker_marks([early.reference, early.candidate, early.start]))
     result = result.model_copy(update={"timeline_s": {k: round(v, 3) for k, v in timeline.items()}})
     ci = f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]" if result.speedup_ci else "n/a"
     sp = f"{result.speedup:.3f}x" if result.speedup is not None else "n/a"

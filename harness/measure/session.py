@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import DeviceUnavailableError, HarnessError
 from harness.measure.backends import backend_named, child_locator
@@ -21,8 +21,10 @@ from harness.measure.device import available, ceilings_from_facts, fingerprint_f
 from harness.measure.runner import Role, Worker, WorkerDied
 from harness.measure.runner import _messages as M
 from harness.records import Backend, DeviceCeilings, DeviceFingerprint
-from harness.store import ResultStore
 from protocol import Protocol, load_protocol
+
+if TYPE_CHECKING:   # the store's module is not needed to start the measuring children (spawn_early)
+    from harness.store import ResultStore
 
 
 def worker_config(backend: Backend, protocol: Protocol) -> dict[str, Any]:
@@ -189,16 +191,16 @@ def session_ceilings(store: ResultStore, device_sha256: str, protocol: Protocol,
 
 class EarlyWorkers:
     """Measuring children started before their session opens (see :func:`spawn_early`): the
-    reference, and on CUDA a candidate worker, with their scratch directory. The session that is
-    given them owns them (:meth:`take`); until then :meth:`close` stops them, so a caller that fails
-    before opening its session leaves no child behind."""
+    reference, a candidate worker and, when asked for, a start worker, with their scratch directory.
+    The session that is given them owns them (:meth:`take`); until then :meth:`close` stops them, so a
+    caller that fails before opening its session leaves no child behind."""
 
     def __init__(self, backend: Backend, protocol: Protocol, workdir: Path, config: dict[str, Any],
-                 reference: Worker, candidate: Worker | None) -> None:
+                 reference: Worker, candidate: Worker | None, start: Worker | None = None) -> None:
         self.backend: Backend = backend
         self.protocol = protocol
         self.workdir, self.config = workdir, config
-        self.reference, self.candidate = reference, candidate
+        self.reference, self.candidate, self.start = reference, candidate, start
         self.taken = False
 
     def take(self) -> "EarlyWorkers":
@@ -210,7 +212,7 @@ class EarlyWorkers:
         if self.taken:
             return
         self.taken = True
-        close_workers([w for w in (self.reference, self.candidate) if w is not None])
+        close_workers([w for w in (self.reference, self.candidate, self.start) if w is not None])
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -228,14 +230,20 @@ def _check_backend(backend: Backend) -> None:
             raise DeviceUnavailableError(f"backend {backend!r} is not available: {why}")
 
 
-def spawn_early(backend: Backend, protocol: Protocol) -> EarlyWorkers:
-    """Start the reference worker now (and on CUDA a candidate worker beside it), for a session
-    opened later with ``early=``.
+def spawn_early(backend: Backend, protocol: Protocol, start_arm: bool = False) -> EarlyWorkers:
+    """Start the reference worker and a candidate worker now, side by side (and a start worker when
+    ``start_arm``), for a session opened later with ``early=``.
 
-    Why: the reference child's ``import torch`` is the longest step on the way to a first
-    measurement (2.6-4.9 s on the H200 hosts), and nothing it does depends on the task; a command
-    that spawns it before importing the rest of the harness, opening its store and loading its task
-    overlaps all of that with the child's start-up.
+    Why: a measuring child's ``import torch`` is the longest step on the way to a first measurement
+    (2.6-4.9 s on the H200 hosts), and nothing it does depends on the task; a command that spawns the
+    children before importing the rest of the harness, opening its store and loading its task overlaps
+    all of that with their start-up, and children spawned together import torch side by side rather than
+    one after the other. Each child is its own confined process (its own bwrap, scratch and inbox),
+    spawned from this process, which holds no arm's state yet.
+
+    On a backend whose ceilings are measured on the host's cores (CPU: ``overlaps_startup`` False) the
+    session waits for these children's start-up to end before it measures the ceilings
+    (:func:`open_measurement_session`), so their ``import torch`` never competes with that measurement.
 
     Raises:
         DeviceUnavailableError: ``backend`` cannot run here.
@@ -243,13 +251,32 @@ def spawn_early(backend: Backend, protocol: Protocol) -> EarlyWorkers:
     _check_backend(backend)
     workdir = Path(tempfile.mkdtemp(prefix="atb-measure-"))
     config = worker_config(backend, protocol)
-    reference = Worker("reference", config, workdir, protocol.limits.reference_timeout_s).start()
-    candidate = None
-    if backend_named(backend).overlaps_startup:
-        # the device's ceilings are measured on the device, so another arm's start-up (import torch,
-        # on the host's cores) can overlap it; on a CPU it would compete with the measurement
-        candidate = Worker("candidate", config, workdir, protocol.limits.candidate_timeout_s).start()
-    return EarlyWorkers(backend, protocol, workdir, config, reference, candidate)
+    limits = protocol.limits
+    roles: list[tuple[Role, float]] = [("reference", limits.reference_timeout_s),
+                                       ("candidate", limits.candidate_timeout_s)]
+    if start_arm:
+        roles.append(("start", limits.candidate_timeout_s))
+    started: list[Worker] = []
+    try:
+        for role, timeout in roles:
+            started.append(Worker(role, config, workdir, timeout).start())
+    except BaseException:
+        close_workers(started)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    by_role = {w.role: w for w in started}
+    return EarlyWorkers(backend, protocol, workdir, config, by_role["reference"], by_role["candidate"],
+                        by_role.get("start"))
+
+
+def _wait_started(workers: list[Worker]) -> None:
+    """Wait until each worker has said it is ready or has failed; a failure is not raised here (the worker
+    keeps it: the evaluation that takes it, or the session's replacement of a dead worker, deals with it)."""
+    for w in workers:
+        try:
+            w.wait_ready()
+        except WorkerDied:
+            pass
 
 
 def open_measurement_session(store: ResultStore, backend: Backend, protocol: Protocol | None = None,
@@ -260,9 +287,11 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
     Ceilings are measured in the reference worker (best repetition, sizes from
     ``protocol.timing.ceilings``), raised to the best stored for this device fingerprint, and stored
     for the session; once the store holds enough sessions' ceilings for the device, their maximum is
-    taken unmeasured (:func:`session_ceilings`). On CUDA the candidate worker (and the start worker,
-    unless ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the
-    reference, so their ``import torch`` overlaps the fingerprint and the ceilings.
+    taken unmeasured (:func:`session_ceilings`). The candidate worker (and the start worker, unless
+    ``start_arm`` is False: a caller that knows its tasks start from eager) start beside the reference
+    on every backend. On CUDA their ``import torch`` overlaps the fingerprint and the ceilings; on a CPU
+    (``overlaps_startup`` False) a ceilings measurement first waits for their start-up to end, so that it
+    has the host's cores to itself.
 
     ``early`` (from :func:`spawn_early`, same backend and protocol) supplies workers already
     started; the session takes them over, and closes them if it fails to open.
@@ -279,7 +308,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
             raise ValueError("the early workers were started for another backend or protocol, or already used")
         pre = early.take()
     else:
-        pre = spawn_early(backend, proto).take()
+        pre = spawn_early(backend, proto, start_arm=start_arm).take()
     import time
 
     t0 = time.monotonic()
@@ -290,7 +319,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
 
     # the reference child's start-up (import torch) is the longest step of an open: it was spawned first
     workdir, config, reference = pre.workdir, pre.config, pre.reference
-    others: list[Worker] = [pre.candidate] if pre.candidate is not None else []
+    others: list[Worker] = [w for w in (pre.start, pre.candidate) if w is not None]
     driver: dict[str, Any] = {}
     smi_thread = None
     spec = backend_named(backend)
@@ -301,7 +330,7 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         smi_thread = threading.Thread(target=lambda: driver.update(spec.driver_facts() or {}), name="atb-nvidia-smi",
                                       daemon=True)
         smi_thread.start()
-        if start_arm:
+        if start_arm and pre.start is None:
             others.insert(0, Worker("start", config, workdir, proto.limits.candidate_timeout_s).start())
     try:
         ref = store.register_protocol(proto)
@@ -320,6 +349,10 @@ def open_measurement_session(store: ResultStore, backend: Backend, protocol: Pro
         session_id = store.open_session(fp, ref, note=note)
 
         def measure() -> dict[str, Any]:
+            if not spec.overlaps_startup:
+                # the host's cores measure the ceilings: the other children's start-up ends first
+                _wait_started(others)
+                mark("others_ready")
             cf = reference.request(M.Ceilings())
             if isinstance(cf, M.Failed):
                 raise HarnessError(f"could not measure the {backend} device's ceilings: {cf.error}")

@@ -24,6 +24,10 @@ class ToleranceOverride(BaseModel):
     rel_l2: float = Field(ge=0)
 
 
+#: the start label of a task whose search starts from its own eager reference (a KernelBench file)
+EAGER_START_LABEL = "start:eager-reference"
+
+
 class TaskMeta(BaseModel):
     """What a native task declares beyond the KernelBench format.
 
@@ -101,4 +105,4 @@ class Task(BaseModel):
     def start_label(self) -> str:
         if self.meta.template is not None and self.meta.knobs:
             return "start:" + ",".join(f"{k}={v}" for k, v in sorted(self.start_knobs.items()))
-        return "start:eager-reference"
+        return EAGER_START_LABEL

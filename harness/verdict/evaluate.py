@@ -37,8 +37,10 @@ from harness.verdict.gates import decide_status, run_gates
 from harness.verdict.result import VerdictResult
 from protocol import Protocol
 
+# one definition, in harness.tasks._model: atb eval reads it before it imports this module
+from harness.tasks._model import EAGER_START_LABEL  # noqa: E402,F401
+
 BASELINE_LABEL = "eager-reference"
-EAGER_START_LABEL = "start:eager-reference"
 
 
 class EvalResult(VerdictResult):
@@ -61,7 +63,7 @@ class EvalResult(VerdictResult):
     op_s: dict[str, float] = Field(default_factory=dict, description=(
         "where the phases' time went: seconds the harness waited on each 'role.op' command, the steps a "
         "child timed inside one ('role.op.step'), and 'harness.cost_wait', the wait for the FLOP count after "
-        "the measurement"))
+        "the measurement, 'harness.judge' (the gates) and 'harness.store' (storing the verdict)"))
     output_transport: str = Field(default="", description=(
         "how the candidate's outputs reached the comparing reference child: 'vmm-fd', 'cuda-ipc', "
         "'file' or a fallback with its reason"))
@@ -331,7 +333,9 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     col.op_s["harness.cost_wait"] = time.monotonic() - t_cost
     evidence = Evidence.from_collected(col, task=t, candidate_source=candidate_source, backend=session.backend,
                                        processes=processes, speed=ratios.speed, ceilings=session.ceilings, cost=cost)
+    t_judge = time.monotonic()
     judgement = judge(evidence, col, proto)
+    col.op_s["harness.judge"] = time.monotonic() - t_judge   # the gates and their decision
 
     spec = backend_named(session.backend)
     floor = Floor.of(cost, session.ceilings, evidence.candidate_median_ns, spec.cache_factor(proto))
@@ -345,7 +349,9 @@ def _measure_and_judge(t: Task, candidate_source: str, cand_sha: str, evdir: Pat
     verdict = Verdict.judged(stamp, judgement, task_id=t.id, candidate_sha256=cand_sha,
                              baseline_sha256=t.source_sha256, baseline_label=BASELINE_LABEL, estimate=ratios.speed,
                              seeds=col.timing_seeds, sets=sets, detail=detail.model_dump())
+    t_store = time.monotonic()
     store.add_verdict(verdict, *(sets or (None, None)))
+    col.op_s["harness.store"] = time.monotonic() - t_store
     return EvalResult.from_verdict(verdict, detail, task=t, ratios=ratios, col=col, session=session,
                                    evidence=evidence)
 

@@ -44,7 +44,8 @@ class MeasuringBackend(Protocol):
     gpu_nodes: bool
     #: GPUs a campaign on this backend holds (a sweep's scheduler reserves them)
     gpus: int
-    #: start the candidate and start workers beside the reference (their start-up overlaps device work)
+    #: the other workers' start-up may overlap the reference's device work (the ceilings); False: the ceilings
+    #: wait until the candidate and start workers, spawned beside the reference, are ready
     overlaps_startup: bool
     #: the full availability probe runs only after the reference failed to start (:meth:`precheck` first)
     probes_late: bool
