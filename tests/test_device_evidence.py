@@ -8,6 +8,7 @@ run where a GPU exists and are skipped elsewhere.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,7 +184,16 @@ def test_cuda_ipc_is_one_way_and_compares_on_the_device(tmp_path: Path) -> None:
         assert ref.request({**base, "tolerances": tols}).ok
         assert cand.request({**base, "candidate_path": str(cand_file), "candidate_module": "atb_candidate_c"}).ok
         c = cand.request({"op": "call", "class_inputs": "factory", "seed": 3, "distribution": "normal", "share": "call"})
-        assert "cuda" in c.share and not list(tmp_path.glob("*.pt"))
+        # a device share, never a file: a VMM allocation's fd (first choice) or legacy CUDA IPC handles
+        assert ("vmm" in c.share or "cuda" in c.share) and not list(tmp_path.glob("*.pt")), c.share
+        if "vmm" in c.share:  # the fd travels candidate -> harness -> reference, as the session relays it
+            tag = str(c.share["vmm"]["tag"])
+            fd = cand.receive_fd(tag)
+            assert fd is not None
+            try:
+                ref.send_fd(fd, tag)
+            finally:
+                os.close(fd)
         checked = ref.request({"op": "check", "class_inputs": "factory", "seed": 3, "distribution": "normal", "candidate": c.share})
         assert checked.comparison.passed is True, checked
         assert cand.request({"op": "release"}).ok
