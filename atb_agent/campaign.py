@@ -9,6 +9,9 @@ measurement session of its own attached to the campaign (same device, same proto
 ratio stays within one session). A ``replay:PATH`` run resumes too: its recorded-call cursor is put
 where the checkpoint stands. A resume that is refused opens no session.
 The finished campaign is marked an infrastructure defect when too many model calls were truncated.
+The tuner's sandbox is started before a new campaign is stored, so its config records which backend, over
+whose root filesystem (the image's or the host's) and why (``config['sandbox']``, issue 26); a resumed
+run's fresh sandbox is recorded beside it (``harness.tuning.campaigns.campaign_sandboxes`` reads both).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from atb_agent.campaign_spec import CampaignSpec
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
-from atb_agent.services import BindsTask, CampaignServices, HarnessServices, task_brief
+from atb_agent.services import BindsTask, CampaignServices, HarnessServices, ReportsSandbox, task_brief
 from atb_agent.tuners import (
     ARM_CONFIG_KEYS,
     Tuner,
@@ -144,6 +147,8 @@ def run_campaign(spec: CampaignSpec, *, services: CampaignServices | None = None
     svc = services or HarnessServices(spec.backend)
     if isinstance(svc, BindsTask):
         svc.bind_task(subject)
+    inbox = SubmissionInbox()
+    brief = task_brief(subject)
     try:
         if resume is not None:
             recorder = CampaignRecorder.resume(store, proto, resume)
@@ -155,20 +160,27 @@ def run_campaign(spec: CampaignSpec, *, services: CampaignServices | None = None
                 return recorder.summary()          # nothing left to measure: open no session
             # A resumed run measures in a session of its own (the killed run's workers are gone), on the
             # campaign's device, attached to the campaign before anything is measured in it.
-            recorder.attach_session(svc.open_session(store, proto, info.session_id))
+            session_id = svc.open_session(store, proto, info.session_id)
+            recorder.attach_session(session_id)
+            toolbox = svc.toolbox(subject, brief, inbox)
+            choice = svc.sandbox_choice() if isinstance(svc, ReportsSandbox) else None
+            if choice is not None:          # this run's fresh sandbox, beside the first run's in the config
+                recorder.note_sandbox(choice, session_id)
         else:
             session_id = svc.open_session(store, proto, None)
+            # The sandbox starts before the campaign is stored, so the campaign's config records which
+            # backend and root it runs over and why (issue 26); a sandbox that cannot start stores no campaign.
+            toolbox = svc.toolbox(subject, brief, inbox)
+            choice = svc.sandbox_choice() if isinstance(svc, ReportsSandbox) else None
             recorder = CampaignRecorder.open(store, proto, task_id=subject.id, kind=subject.kind, tuner_spec=tuner_spec,
                                              seed=seed, budget=budget, session_id=session_id,
                                              preregistration_id=spec.preregistration_id, arm=spec.arm,
                                              config={**(config or {}), **subject.campaign_config(),
                                                      **campaign_config_of(tuner), "base_url": base_url or "",
-                                                     "scripted": spec.scripted})
+                                                     "scripted": spec.scripted,
+                                                     **({"sandbox": choice} if choice is not None else {})})
         paths = default_paths(store_file, recorder.campaign_id, spec.transcripts_dir)
         checkpoints = spec.checkpoint_path or checkpoint_target(store_file, paths.checkpoints)
-        inbox = SubmissionInbox()
-        brief = task_brief(subject)
-        toolbox = svc.toolbox(subject, brief, inbox)
         writer = TranscriptWriter(spec.transcript_path or paths.transcript)
         if writer.next_seq == 0:
             _write_header(writer, tuner, tuner_spec, subject.id, brief, budget, seed, recorder.campaign_id, proto,

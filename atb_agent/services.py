@@ -44,6 +44,14 @@ class BindsTask(Protocol):
     def bind_task(self, task: Subject) -> None: ...
 
 
+@runtime_checkable
+class ReportsSandbox(Protocol):
+    """Services that can say which sandbox their last :meth:`CampaignServices.toolbox` started
+    (:class:`HarnessServices`): ``run_campaign`` records it on the campaign (issue 26)."""
+
+    def sandbox_choice(self) -> dict[str, Any] | None: ...
+
+
 def task_brief(task: Subject) -> str:
     """What the model is told about the task (:meth:`Subject.model_brief`): for a kernel task the
     reference source and what to deliver, for an engine task the engine, workload and flag space."""
@@ -82,6 +90,7 @@ class HarnessServices:
         self.sandbox_backend = sandbox_backend
         self._session: SubjectSession | None = None
         self._sandbox: Any = None
+        self._choice: dict[str, Any] | None = None
         self._subject: Subject | None = None
 
     def bind_task(self, task: Subject) -> None:
@@ -136,12 +145,20 @@ class HarnessServices:
 
         if self._sandbox is not None:
             self._sandbox.close()
+        self._sandbox, self._choice = None, None
         self._sandbox = open_sandbox(backend=self.sandbox_backend,  # type: ignore[arg-type]
                                      mount_torch=task.sandbox_mounts_torch)
+        self._choice = {**self._sandbox.info().choice(), "requested": self.sandbox_backend}
         b = task.tool_brief(brief)
         tool_brief = TaskBrief(text=b.text, task_id=b.task_id, kind=b.kind, candidate_file=b.candidate_file,
                                flag_space=b.flag_space)
         return ToolBox(self._sandbox, tool_brief, submit)
+
+    def sandbox_choice(self) -> dict[str, Any] | None:
+        """The sandbox the last :meth:`toolbox` started, as the run records it: its ``info().choice()``
+        (backend, root ``image`` or ``host``, image, root identity, every selection reason) and the
+        backend ``requested``. None before a toolbox was made."""
+        return None if self._choice is None else dict(self._choice)
 
     def close(self) -> None:
         if self._sandbox is not None:
@@ -152,4 +169,4 @@ class HarnessServices:
         self._session = None
 
 
-__all__ = ["BindsTask", "CampaignServices", "HarnessServices", "SubjectEvaluator", "task_brief"]
+__all__ = ["BindsTask", "CampaignServices", "HarnessServices", "ReportsSandbox", "SubjectEvaluator", "task_brief"]

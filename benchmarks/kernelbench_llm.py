@@ -35,7 +35,10 @@ correct fraction, fast_1, each iteration's status, speedup, interval and reason)
 (every call made, over all runs of the campaign), ``failed_calls`` (HTTP errors), ``truncated_calls``,
 ``truncated_fraction`` (the recorder's, which decides ``infrastructure_defect``), ``resumes``, ``model`` (the served model's identity: GGUF SHA-256, server
 version), ``arm_config``, ``timing_s`` (run start, model, evaluation) and per iteration the model's
-calls, truncations, generation seconds and output tokens.
+calls, truncations, generation seconds and output tokens. ``sandbox`` is the backend asked for;
+``sandbox_started`` is the tuner's sandbox the campaign's first run started (``backend``, ``root``:
+``image`` or ``host``, ``image``, ``root_identity``, ``selection``: every reason, ``requested``) and
+``sandbox_runs`` the same for every run, a resumed run's fresh sandbox included.
 """
 
 from __future__ import annotations
@@ -159,9 +162,10 @@ def llm_row(store: Any, run_id: str, transcript: Path) -> dict[str, Any]:
     """The per-problem record of a finished campaign: the random arm's row shape plus the model's figures."""
     from kernelbench_random import campaign_row
 
-    from harness.tuning.campaigns import get_iterations, summarize
+    from harness.tuning.campaigns import campaign_sandboxes, get_iterations, summarize
 
     row = campaign_row(store, run_id)
+    sandboxes = campaign_sandboxes(store, run_id)
     s = summarize(store, run_id)
     its = {it.idx: it for it in get_iterations(store, run_id)}
     fig = transcript_figures(transcript)
@@ -213,6 +217,9 @@ def llm_row(store: Any, run_id: str, transcript: Path) -> dict[str, Any]:
                      if started is not None and session_started else None,
                      "model": round(model_total, 3), "evaluation": round(evaluation_total, 3)},
         "transcript_entries": sum(1 for _ in transcript.open()) if transcript.is_file() else 0,
+        # the sandbox each run started (``sandbox`` is only the backend asked for): backend, root (image or
+        # host), image, root identity, selection reasons; the first run's, then every run's (issue 26)
+        "sandbox_started": sandboxes[0] if sandboxes else None, "sandbox_runs": sandboxes,
     })
     return row
 

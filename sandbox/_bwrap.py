@@ -101,6 +101,32 @@ def _check_reachable_by_tuner(argv: list[str]) -> None:
                     "such as /opt/atb-bwrap, and point ATB_BWRAP there")
 
 
+def _release_identity(release: Path) -> str:
+    """An image root filesystem's identity: the SHA-256 of its release file (tag, suite, packages, Python)."""
+    import hashlib
+
+    data = release.read_bytes()
+    try:
+        fields = json.loads(data)
+    except ValueError:
+        fields = {}
+    what = ", ".join(f"{k} {fields[k]}" for k in ("tag", "suite", "python") if k in fields)
+    return f"release sha256:{hashlib.sha256(data).hexdigest()} ({what})" if what else \
+        f"release sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def _host_identity() -> str:
+    """The host root's identity: its OS (``/etc/os-release``) and kernel; the Python is added by ``info()``."""
+    pretty = ""
+    try:
+        for line in Path("/etc/os-release").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                pretty = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return f"host {pretty or 'unknown OS'}, kernel {os.uname().release}"
+
+
 class BwrapSandbox(WorkspaceSandbox):
     """A sandbox whose commands each run in a fresh ``bwrap`` over the image's root filesystem, or,
     where none was built, over the host's own files (read-only, only what a tuner needs).
@@ -144,6 +170,7 @@ class BwrapSandbox(WorkspaceSandbox):
         else:
             self._selection.append(f"the image's root filesystem {self._rootfs}")
             image_py = json.loads(release.read_text()).get("python")
+        self._root_identity = _host_identity() if host else _release_identity(release)
         site = torch_site_packages() if mount_torch else None
         self._torch_note = ""
         if site is not None and image_py != host_python_minor():
@@ -319,10 +346,14 @@ class BwrapSandbox(WorkspaceSandbox):
         if self._host is not None:
             enforcement["python"] = f"{self._host.python}: {self._host.python_reason}"
         image = HOST_ROOT_IMAGE if self._host is not None else str(self._rootfs)
+        identity = self._root_identity
+        if self._host is not None:
+            identity += f", Python {self._host.python}"
         return SandboxInfo(backend="bwrap", ident=self.ident, image=image,
                            workspace_host_path=str(self.workspace.host_path),
                            workspace_in_sandbox=WORKSPACE_IN_SANDBOX, workspace_capped=self.workspace.capped,
-                           limits=self.limits, enforcement=enforcement, torch_mounted=self._site is not None)
+                           limits=self.limits, enforcement=enforcement, torch_mounted=self._site is not None,
+                           root="host" if self._host is not None else "image", root_identity=identity)
 
     def _shutdown(self) -> None:
         cg = getattr(self, "_cgroup", None)

@@ -103,10 +103,11 @@ class DockerSandbox(WorkspaceSandbox):
     backend = "docker"
 
     def __init__(self, limits: SandboxLimits, *, mount_torch: bool = True, workspace_base: Path | None = None,
-                 client: Any = None) -> None:
+                 client: Any = None, selection: Sequence[str] = ()) -> None:
         import docker
 
         self._client = client or docker_client()
+        self._selection = list(selection) or ["Docker asked for"]
         try:
             image = self._client.images.get(limits.image)
         except docker.errors.ImageNotFound:
@@ -114,6 +115,8 @@ class DockerSandbox(WorkspaceSandbox):
                 f"the sandbox image {limits.image!r} is not built; run `atb sandbox build` "
                 "(or sandbox/ci_setup.sh)"
             ) from None
+        self._image_id = str(getattr(image, "id", "") or "")
+        self._selection.append(f"the Docker image {limits.image} ({self._image_id or 'no id'})")
         site = torch_site_packages() if mount_torch else None
         image_py = (image.labels or {}).get(IMAGE_LABEL_PYTHON)
         self._torch_note = ""
@@ -333,10 +336,12 @@ class DockerSandbox(WorkspaceSandbox):
         }
         if self._torch_note:
             enforcement["torch"] = self._torch_note
+        enforcement["selection"] = " -> ".join(self._selection)
         return SandboxInfo(backend="docker", ident=self.ident, image=self.limits.image,
                            workspace_host_path=str(self.workspace.host_path),
                            workspace_in_sandbox=WORKSPACE_IN_SANDBOX, workspace_capped=self.workspace.capped,
-                           limits=self.limits, enforcement=enforcement, torch_mounted=self._torch_mounted)
+                           limits=self.limits, enforcement=enforcement, torch_mounted=self._torch_mounted,
+                           root="image", root_identity=f"docker image {self._image_id or 'id unknown'}")
 
     def _shutdown(self) -> None:
         container = getattr(self, "_container", None)

@@ -124,3 +124,16 @@ class SandboxInfo(_Frozen):
     limits: SandboxLimits
     enforcement: dict[str, str] = Field(description="limit name -> mechanism that enforces it")
     torch_mounted: bool
+    root: Literal["image", "host"] = Field(
+        default="image", description="whose root filesystem: the image's (Docker, or bwrap over the image's "
+                                     "root filesystem) or the host's own files, read-only (bwrap, issue 26)")
+    root_identity: str = Field(default="", description="which root: the Docker image's id, the root "
+                                                       "filesystem's release digest, or the host's OS and Python")
+
+    def choice(self) -> dict[str, Any]:
+        """How this sandbox was chosen and over what root, as a run records it (issue 26): ``backend``,
+        ``root`` (``image`` or ``host``), ``image`` (the tag, root filesystem path or ``host-root``),
+        ``root_identity``, and ``selection`` (every reason in ``enforcement['selection']``, in order)."""
+        chain = self.enforcement.get("selection", "")
+        return {"backend": self.backend, "root": self.root, "image": self.image, "root_identity": self.root_identity,
+                "selection": [part for part in chain.split(" -> ") if part]}

@@ -26,7 +26,8 @@ def open_sandbox(limits: SandboxLimits | None = None, backend: Backend = "auto",
     bubblewrap (``auto`` without a daemon, or ``bwrap``) runs over the image's root filesystem when
     ``atb sandbox build --no-docker`` made one, else over the host's own files, read-only (a GPU host
     without Docker, issue 26); that choice is said on stderr (unless ``quiet``), and every reason in
-    the chain is recorded in ``info().enforcement['selection']``.
+    the chain is recorded in ``info().enforcement['selection']`` (Docker's too). ``info().choice()`` is
+    that choice as a run records it: backend, root (``image`` or ``host``), image, root identity, reasons.
 
     Raises ``SandboxUnavailableError`` (neither backend can run; the message names both reasons),
     ``ImageMissingError`` (run ``atb sandbox build``), ``HostRootError`` (no image root, and no Python
@@ -51,7 +52,9 @@ def open_sandbox(limits: SandboxLimits | None = None, backend: Backend = "auto",
                 raise
             docker_reason = str(exc)
         else:
-            return DockerSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base, client=client)
+            why = "auto: a Docker daemon answers" if backend == "auto" else "docker asked for"
+            return DockerSandbox(limits, mount_torch=mount_torch, workspace_base=workspace_base, client=client,
+                                 selection=[why])
         missing = bwrap_available()
         if missing is not None:
             raise SandboxUnavailableError(f"{docker_reason}; and bubblewrap, the fallback, cannot run: {missing}")

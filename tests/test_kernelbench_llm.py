@@ -34,7 +34,7 @@ REPLY = f"Here is candidate.py:\n\n```python\n{GOOD}```\n"
 ROW_KEYS = {"kind", "problem", "level", "tuner", "seed", "budget", "device", "campaign_key", "campaign_id", "outcome",
             "usable_iterations", "iterations_recorded", "correct_fraction", "best_speedup", "best_ci", "fast_1",
             "model_calls", "truncated_calls", "truncated_fraction", "model", "arm_config", "timing_s", "iterations",
-            "protocol_sha256", "code_rev", "started_utc"}
+            "protocol_sha256", "code_rev", "started_utc", "sandbox", "sandbox_started", "sandbox_runs"}
 ITERATION_KEYS = {"idx", "status", "correct", "speedup", "ci", "usable", "unusable_reason", "reason", "reason_last_line",
                   "candidate_sha256", "model_calls", "failed_calls", "truncated_calls", "model_s", "output_tokens"}
 
@@ -127,11 +127,19 @@ def _sweep(tmp_path: Path, url: str, *extra: str) -> int:
 @pytest.mark.bwrap
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_a_campaign_cut_by_a_failed_model_call_resumes_in_the_next_call_and_writes_one_row(
-        tmp_path: Path, served: Path) -> None:
-    # call 1: the model answers the first iteration, then fails (the script is exhausted: HTTP 500)
+        tmp_path: Path, served: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol import load_protocol
+    from sandbox._open import bwrap_root
+
+    # call 1: the model answers the first iteration, then fails (the script is exhausted: HTTP 500); no image
+    # root filesystem here, so the tuner's sandbox runs over the host's own files (a GPU host without one)
+    no_image = tmp_path / "no-image"
+    monkeypatch.setenv("ATB_SANDBOX_CACHE", str(no_image))
     with LoopbackServer([ScriptedTurn(text=REPLY)]) as srv:
         register_served(served, srv.openai_base_url)
         assert _sweep(tmp_path, srv.openai_base_url, "--keep-stores") == 0
+    monkeypatch.delenv("ATB_SANDBOX_CACHE")     # call 2: this machine's own cache (an image root where built)
+    second_root, _ = bwrap_root(load_protocol().sandbox.image)
     first = _rows(tmp_path / "llm.jsonl")
     assert [(r["kind"], r["outcome"]) for r in first] == [("llm_campaign", "error")]
     run_id = first[0]["run_id"]
@@ -158,6 +166,12 @@ def test_a_campaign_cut_by_a_failed_model_call_resumes_in_the_next_call_and_writ
     assert first_it["status"] == "accepted" and first_it["correct"] is True, first_it
     assert row["correct_fraction"] == 1.0 and kl.DEFAULT_ARM_CONFIG.items() <= row["arm_config"].items()
     assert row["model"]["text_protocol"] == "fenced-python-stop/1"
+    # the sandbox each run started, not only the backend asked for: call 1's host root, then call 2's
+    assert row["sandbox"] == "bwrap" and row["sandbox_runs"][0] == row["sandbox_started"]
+    assert [(s["backend"], s["root"], s["requested"]) for s in row["sandbox_runs"]] == \
+        [("bwrap", "host", "bwrap"), ("bwrap", second_root, "bwrap")]
+    assert row["sandbox_started"]["image"] == "host-root"
+    assert row["sandbox_started"]["selection"][1].startswith(f"no image root filesystem at {no_image}")
     with sqlite3.connect(folder / kl.STORE_FILE) as db:     # still one campaign, each iteration stored once
         assert db.execute("select count(*) from campaigns").fetchone()[0] == 1
         assert db.execute("select count(*) from iterations").fetchone()[0] == 2

@@ -138,11 +138,12 @@ def run_tuner(*, task: str, tuner: str, budget: int, seed: int, db: str, backend
 
 def _run_payload(db: str, run_id: str) -> dict[str, Any]:
     from atb_agent.campaign import open_results_store as open_store
-    from harness.tuning.campaigns import get_iterations, summarize
+    from harness.tuning.campaigns import campaign_sandboxes, get_iterations, summarize
 
     with open_store(db) as store:
         s = summarize(store, run_id)
         its = get_iterations(store, run_id)
+        sandboxes = campaign_sandboxes(store, run_id)
     return {
         "run_id": run_id, "task": s.campaign.task_id, "tuner": s.campaign.tuner_spec, "seed": s.campaign.seed,
         "budget": s.campaign.budget, "iterations_recorded": s.iterations_recorded,
@@ -157,6 +158,10 @@ def _run_payload(db: str, run_id: str) -> dict[str, Any]:
         "outcome": s.outcome.status if s.outcome else "unfinished",
         "outcome_reason": s.outcome.reason if s.outcome else "",
         "device_sha256": s.campaign.device_sha256, "protocol_sha256": s.campaign.protocol_sha256,
+        # the tuner's sandbox (issue 26): backend, root (image or host), image, root identity, selection
+        # reasons and the backend requested; the first run's, then every run's (a resume starts a fresh one).
+        # None and [] for random search, which has no sandbox. Named as in benchmarks/kernelbench_llm.py's rows.
+        "sandbox_started": sandboxes[0] if sandboxes else None, "sandbox_runs": sandboxes,
     }
 
 

@@ -8,14 +8,15 @@ from harness.tuning.campaigns._errors import CampaignError, IterationConflict
 from harness.tuning.campaigns._models import (
     CampaignOutcome, CampaignSummary, IterationRecord, IterationUsage, OutcomeStatus,
 )
-from harness.tuning.campaigns._recorder import CampaignRecorder
+from harness.tuning.campaigns._recorder import SANDBOX_REPORT_KIND, CampaignRecorder, campaign_sandboxes
 from harness.tuning.campaigns._store import get_campaign, get_iterations, get_outcome, list_campaigns
 from harness.tuning.campaigns._summary import best_so_far, best_usable, summarize, truncated_fraction
 from harness.tuning.campaigns._usability import REASON_CATEGORIES, assess_usability, reason_category
 
 __all__ = [
-    "REASON_CATEGORIES", "CampaignError", "CampaignOutcome", "CampaignRecorder",
+    "REASON_CATEGORIES", "SANDBOX_REPORT_KIND", "CampaignError", "CampaignOutcome", "CampaignRecorder",
     "CampaignSummary", "IterationConflict", "IterationRecord", "IterationUsage", "OutcomeStatus",
-    "assess_usability", "best_so_far", "best_usable", "get_campaign", "get_iterations", "get_outcome",
+    "assess_usability", "best_so_far", "best_usable", "campaign_sandboxes",
+    "get_campaign", "get_iterations", "get_outcome",
     "list_campaigns", "reason_category", "summarize", "truncated_fraction",
 ]

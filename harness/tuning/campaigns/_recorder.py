@@ -63,6 +63,28 @@ def sign_campaign_end(store: ResultStore, campaign_id: str) -> Checkpoint | None
 SESSION_REPORT_KIND = "campaign_session"
 """Report kind of a session attached to a campaign after its first (a resumed run's session)."""
 
+SANDBOX_REPORT_KIND = "campaign_sandbox"
+"""Report kind of the tuner's sandbox a resumed run started (the first run's is in the campaign's
+``config['sandbox']``): which backend, over which root and why (issue 26)."""
+
+
+def campaign_sandboxes(store: ResultStore, campaign_id: str) -> list[dict[str, Any]]:
+    """The tuner's sandbox of every run of a campaign, in order: the first run's (``config['sandbox']``),
+    then each resumed run's (``campaign_sandbox`` reports). Empty for a campaign with no sandbox (random
+    search) or one recorded before sandboxes were recorded.
+
+    Raises:
+        NotFound: no such campaign.
+    """
+    first = get_campaign(store, campaign_id).config.get("sandbox")
+    out = [first] if isinstance(first, dict) else []
+    for rep in store.reports(SANDBOX_REPORT_KIND, campaign_id):
+        sandbox = rep["body"].get("sandbox")
+        if isinstance(sandbox, dict):
+            out.append(sandbox)
+    return out
+
+
 _RESUME_KEYS = ("task_id", "kind", "tuner_spec", "seed", "budget", "preregistration_id", "arm")
 
 
@@ -186,6 +208,14 @@ class CampaignRecorder:
                               {"campaign_id": self.info.id, "session_id": session_id,
                                "device_sha256": self.info.device_sha256, "attached_at": now(),
                                "why": "resumed run"}, self.protocol.ref())
+
+    def note_sandbox(self, sandbox: dict[str, Any], session_id: str | None = None) -> None:
+        """Record the tuner's sandbox a resumed run of this campaign started (``sandbox``: its backend,
+        root, image, root identity and selection reasons). A new campaign keeps its first run's in
+        ``config['sandbox']`` instead; :func:`campaign_sandboxes` reads both."""
+        self.store.add_report(SANDBOX_REPORT_KIND, self.info.id,
+                              {"campaign_id": self.info.id, "session_id": session_id, "sandbox": dict(sandbox),
+                               "recorded_at": now(), "why": "resumed run"}, self.protocol.ref())
 
     # ------------------------------------------------------------------ iterations
     @property
