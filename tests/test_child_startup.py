@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_state import process_alive
 
 from harness.measure.session import open_measurement_session, spawn_early
 from harness.store import open_store
@@ -44,24 +45,16 @@ def test_the_runner_package_still_exports_the_parents_names() -> None:
         runner.NoSuchName  # noqa: B018
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_early_workers_die_with_an_unopened_session_and_serve_an_opened_one(tmp_path: Path) -> None:
     proto = load_protocol()
     early = spawn_early("cpu", proto)
     pid, workdir = early.reference.pid, early.workdir
-    assert _alive(pid) and workdir.is_dir()
+    assert process_alive(pid) and workdir.is_dir()
     early.close()
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
+    while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), "an early worker outlived a caller that never opened its session"
+    assert not process_alive(pid), "an early worker outlived a caller that never opened its session"
     assert not workdir.exists()
 
     early = spawn_early("cpu", proto)
@@ -71,7 +64,7 @@ def test_early_workers_die_with_an_unopened_session_and_serve_an_opened_one(tmp_
         with open_measurement_session(store, "cpu", proto, early=early, start_arm=False) as ctx:
             assert ctx.reference_worker().pid == pid, "the session did not use the worker started early"
             early.close()   # the session owns it now: this must not stop it
-            assert _alive(pid)
+            assert process_alive(pid)
         with pytest.raises(ValueError, match="already used"):
             open_measurement_session(store, "cpu", proto, early=early)
     finally:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_state import process_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,19 +99,11 @@ def test_an_eval_imports_no_other_command_group_and_no_store_before_its_children
 
 
 # ------------------------------------------------------------------------------------ the session
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _gone(pids: list[int], timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(process_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not any(_alive(p) for p in pids)
+    return not any(process_alive(p) for p in pids)
 
 
 @needs_bwrap
@@ -124,7 +117,7 @@ def test_spawn_early_starts_every_arm_side_by_side_each_in_its_own_confinement()
         assert [w.role for w in workers if w is not None] == ["reference", "candidate", "start"]
         assert all(w is not None and w.ready_at is None for w in workers), "spawn_early waited on a child"
         live = [w for w in workers if w is not None]
-        assert len({w.pid for w in live}) == 3 and all(_alive(w.pid) for w in live)
+        assert len({w.pid for w in live}) == 3 and all(process_alive(w.pid) for w in live)
         assert len({w.scratch for w in live}) == 3, "two arms share a scratch folder"
         for w in live:
             assert w.confinement.startswith("bwrap:"), w.confinement
