@@ -124,6 +124,24 @@ def protocol_facts() -> tuple[str, int]:
     return proto.sha256, int(proto.timing.cpu.threads)
 
 
+def malloc_env() -> dict[str, str]:
+    """glibc's allocation settings of the harness's measuring children (protocol
+    ``timing.cpu.malloc_mmap_threshold_bytes``, set by ``harness.measure.runner._worker``), for the
+    independent timer's process too.
+
+    Why: the timing method is what the independent side must not share; the conditions must be the same.
+    Under glibc's adaptive default a call whose temporaries exceed the threshold maps and unmaps them and
+    faults their pages on every call, and the harness's children are kept from that on purpose. Without
+    the same setting, the CPU convolution reference's temporaries cost the independent timer about
+    0.5-1 ms of a 3 ms call that the harness's children never pay (channels_last read 1.6x here, 0.9x
+    there; 2026-12-06, this machine).
+    """
+    from protocol import load_protocol
+
+    threshold = int(load_protocol().timing.cpu.malloc_mmap_threshold_bytes)
+    return {"MALLOC_MMAP_THRESHOLD_": str(threshold), "MALLOC_TRIM_THRESHOLD_": str(4 * threshold)}
+
+
 # ----------------------------------------------------------------------------------- independent child
 def independent_child(task_path: Path, cand_path: Path, device: str, threads: int, min_run_s: float,
                       rounds: int = 5, graph: bool = False, hot_graph: bool = True) -> int:
@@ -360,7 +378,7 @@ def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: flo
         cmd.append("--graph")
     if not hot_graph:
         cmd.append("--no-hot-graph")
-    env = {**child_env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = {**child_env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **malloc_env()}
     code, out, err, wall = run_bounded(cmd, timeout_s, env, ROOT)
     found = [ln for ln in out.splitlines() if ln.startswith(MARK)]
     if found:
@@ -369,6 +387,7 @@ def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: flo
         row = {"error": ("timed out" if code is None else f"exit {code}") + ": "
                + " | ".join(err.strip().splitlines()[-3:])[:600]}
     row["wall_s"] = round(wall, 2)
+    row["malloc_env"] = malloc_env()
     return row
 
 
@@ -444,6 +463,12 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
             "rejecting_gates": [g["name"] for g in failed], "failed_gates": failed,
             "harness_ratio": result.get("speedup"), "harness_ci": result.get("speedup_ci"),
             "timing_method": result.get("timing_method", ""), "device_name": result.get("device", ""),
+            # per-arm medians: where the harness and the independent timer disagree, they say which arm
+            # the harness reads differently
+            "baseline_median_ns": result.get("baseline_median_ns"),
+            "candidate_median_ns": result.get("candidate_median_ns"),
+            # where the eval's time went (issue 26 reads the one-shot eval's cost from these)
+            "phase_s": result.get("phase_s") or {}, "timeline_s": result.get("timeline_s") or {},
             "verdict_protocol_sha256": result.get("protocol_sha256"), "confinement": result.get("confinement", {}),
         })
         if result.get("protocol_sha256"):
@@ -540,6 +565,30 @@ def _why(row: dict[str, Any]) -> str:
     return text.replace("|", "/").replace("\n", " ")
 
 
+def _us(seconds: list[Any] | None) -> float | None:
+    vals = [float(s) for s in seconds or [] if isinstance(s, (int, float))]
+    return statistics.median(vals) * 1e6 if vals else None
+
+
+def per_arm_rows(accepted: list[dict[str, Any]], bar: float = 0.10) -> list[str]:
+    """Table rows for accepted honest entries whose ratio is more than ``bar`` off the independent timer of
+    the harness's own regime: each arm's median by the harness beside the independent timer's, in
+    microseconds. Rows written before the per-arm medians were kept show '-' for the harness's."""
+    out = []
+    for r in accepted:
+        err = r.get("ratio_error_same_regime")
+        if not isinstance(err, (int, float)) or err <= bar:
+            continue
+        ind = r.get("independent") or {}
+        rotating = r.get("independent_ratio") is None and r.get("independent_ratio_rotating") is not None
+        ref = _us(ind.get("reference_rotating_s" if rotating else "reference_s"))
+        cand = _us(ind.get("candidate_rotating_s" if rotating else "candidate_s"))
+        h_ref, h_cand = r.get("baseline_median_ns"), r.get("candidate_median_ns")
+        out.append(f"| {r['name']} | {_fmt(h_ref / 1e3 if isinstance(h_ref, (int, float)) else None)} | {_fmt(ref)} | "
+                   f"{_fmt(h_cand / 1e3 if isinstance(h_cand, (int, float)) else None)} | {_fmt(cand)} |")
+    return out
+
+
 def render(rows: list[dict[str, Any]], device: str, source: str | None = None) -> str:
     honest = sorted((r for r in rows if r.get("kind") == "honest"), key=lambda r: (str(r.get("class")), r["name"]))
     cheats = sorted((r for r in rows if r.get("kind") == "cheat"), key=lambda r: r["name"])
@@ -607,6 +656,14 @@ def render(rows: list[dict[str, Any]], device: str, source: str | None = None) -
                      f"{r.get('independent_method') or (r.get('independent') or {}).get('error', '-')[:60]} | "
                      f"{_fmt(r.get('ratio_error'))} | {_fmt(r.get('independent_ratio_rotating'))} | "
                      f"{_fmt(r.get('ratio_error_rotating'))} | {_why(r) or note.replace('|', '/')} |")
+    apart = per_arm_rows(acc)
+    if apart:
+        lines += ["", "## Per arm, where the two timers are more than 10% apart", "",
+                  "Medians of one call in microseconds. The harness's come from the verdict (`baseline_median_ns`, "
+                  "`candidate_median_ns`). The independent timer's come from its rounds, in the same regime as its "
+                  "ratio. An arm whose two figures differ is the arm the harness reads differently.", "",
+                  "| entry | harness reference | independent reference | harness candidate | independent candidate |",
+                  "|---|---:|---:|---:|---:|", *apart]
     if cheats:
         lines += ["", "## Cheats", "",
                   "| cheat | task | meant for | status | caught by its gate | failed gates | harness ratio |",

@@ -153,6 +153,16 @@ def test_a_per_call_stdio_client_continues_one_campaign_by_its_id(tmp_path: Path
     assert [c.ran for c in calls] == [True, True, False, True, True, True, False]
     assert calls[3].workspace_sha256 is not None and log.end is not None and log.end.status == "completed"
 
+    # the tools' sandbox is recorded on the campaign (issue 26): the first process's in its config, then
+    # each process that took the campaign up with a fresh sandbox, every one bubblewrap as asked
+    from harness.store import open_store
+    from harness.tuning.campaigns import campaign_sandboxes
+
+    with open_store(db) as store:
+        sandboxes = campaign_sandboxes(store, run_id)
+    assert len(sandboxes) == 1 + len(resumes), sandboxes
+    assert all(s["backend"] == "bwrap" and s["requested"] == "bwrap" and s["selection"] for s in sandboxes), sandboxes
+
     # replay: the logged calls again, a fresh sandbox per logged process, every submission measured afresh
     capsys.readouterr()
     assert main(["replay", str(log.path), "--db", str(tmp_path / "replay.sqlite"), "--sandbox", "bwrap",

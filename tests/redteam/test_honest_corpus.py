@@ -249,7 +249,9 @@ def test_benchmark_resumes_and_summarises(tmp_path: Path) -> None:
     bench = _benchmark()
     rows = [
         {"kind": "honest", "name": "a", "class": "algebraic", "status": "accepted", "accepted": True,
-         "harness_ratio": 2.0, "independent_ratio": 1.6, "ratio_error": 0.25, "failed_gates": []},
+         "harness_ratio": 2.0, "independent_ratio": 1.6, "ratio_error": 0.25, "failed_gates": [],
+         "ratio_error_same_regime": 0.25, "baseline_median_ns": 200_000.0, "candidate_median_ns": 100_000.0,
+         "independent": {"reference_s": [3.1e-4, 3.2e-4, 3.3e-4], "candidate_s": [2e-4, 2e-4, 2e-4]}},
         {"kind": "honest", "name": "b", "class": "structure", "status": "rejected", "accepted": False,
          "harness_ratio": 3.0, "independent_ratio": 3.0, "ratio_error": 0.0, "rejecting_gates": ["stale_output"],
          "failed_gates": [{"name": "stale_output", "detail": "timed output differs"}]},
@@ -270,3 +272,5 @@ def test_benchmark_resumes_and_summarises(tmp_path: Path) -> None:
     assert "median **0.125**, max 0.250" in md
     assert "caught by the gate meant for them: **1 of 2**" in md and "above 1.1: **1** (x)" in md
     assert "stale_output: timed output differs" in md
+    # the pair more than 10% apart gets its arms side by side (us): here the harness reads the reference fast
+    assert "| a | 200.000 | 320.000 | 100.000 | 200.000 |" in md
