@@ -1,0 +1,116 @@
+"""Why the CPU harness reads the sorted-row median at about 10x when an independent timer reads about 80x.
+
+Found with the honest corpus on the CPU (2026-12-06). The harness reads the reference as the independent
+timer does (about 580 us against 530 us) but the candidate about 8x slower (60 us against 7 us).
+
+The task's ``get_inputs`` builds structure (sorted rows), so the CPU loop gets *exact* sets. Each timed
+call gets a whole draw of its own. The draws are made just before each repetition, outside the timed
+region (``harness.measure.backends.cpu``), and their cost shortens the inner loop to 3 calls. A draw
+sorts 256 x 1024 floats. The calls timed right after it pay for what the draw evicted, and a call that
+itself takes a few microseconds pays that several times over.
+
+This script times one call five ways, in this process, with the children's thread and malloc settings:
+on fresh draws made just before (the harness's regime), on one reused input, on a pool of old draws, on
+old draws with fresh draws made just before anyway (this separates "the input is new" from "something
+heavy just ran"), and on fresh draws with one untimed call on a spare set in between (a partial fix).
+The medians are per call, in microseconds. It measures no harness code: it shows the mechanism, and the
+fix belongs in the CPU timing loop.
+
+    python benchmarks/cpu_exact_set_cold_start.py --out benchmarks/results/cpu_exact_set_cold_start.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _reexec_with_child_settings() -> None:
+    """Run under the measuring children's glibc malloc settings and one thread (protocol timing.cpu)."""
+    if os.environ.get("ATB_COLD_START_CHILD") == "1":
+        return
+    sys.path.insert(0, str(ROOT))
+    from protocol import load_protocol
+
+    cpu = load_protocol().timing.cpu
+    env = {**os.environ, "ATB_COLD_START_CHILD": "1", "OMP_NUM_THREADS": str(cpu.threads),
+           "MKL_NUM_THREADS": str(cpu.threads), "MALLOC_MMAP_THRESHOLD_": str(cpu.malloc_mmap_threshold_bytes),
+           "MALLOC_TRIM_THRESHOLD_": str(4 * cpu.malloc_mmap_threshold_bytes)}
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--reps", type=int, default=300)
+    p.add_argument("--inner", type=int, default=3, help="calls per repetition (the harness used 3 here)")
+    args = p.parse_args(argv)
+    _reexec_with_child_settings()
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    def get_inputs() -> list[torch.Tensor]:   # tests/redteam/tasks/hc_sorted_median.py at its CPU size
+        return [torch.sort(torch.randn(256, 1024), dim=-1).values]
+
+    calls: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "candidate (gather the middle column)": lambda x: x[..., (x.shape[-1] - 1) // 2].clone(),
+        "reference (torch.median)": lambda x: torch.median(x, dim=-1).values,
+    }
+    pool = [get_inputs() for _ in range(64)]
+
+    def per_call(fn: Callable[[torch.Tensor], torch.Tensor], sets_for: Callable[[int], list[list[Any]]],
+                 before: Callable[[], None] = lambda: None) -> float:
+        times = []
+        for rep in range(args.reps):
+            sets = sets_for(rep)
+            before()
+            t0 = time.perf_counter_ns()
+            for s in sets:
+                fn(*s)
+            times.append((time.perf_counter_ns() - t0) / len(sets))
+        return statistics.median(times) / 1e3
+
+    k = args.inner
+
+    def draw_and_drop() -> None:
+        for _ in range(k):
+            get_inputs()
+
+    result: dict[str, Any] = {"torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+                              "threads": torch.get_num_threads(), "inner": k, "reps": args.reps,
+                              "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"), "us_per_call": {}}
+    with torch.no_grad():
+        for name, fn in calls.items():
+            for _ in range(20):
+                fn(*pool[0])
+            result["us_per_call"][name] = {
+                "fresh draws just before (the harness's exact sets)": per_call(
+                    fn, lambda rep: [get_inputs() for _ in range(k)]),
+                "one input reused": per_call(fn, lambda rep: [pool[0]] * k),
+                "a pool of old draws": per_call(fn, lambda rep: [pool[(rep * k + i) % 64] for i in range(k)]),
+                "old draws, fresh draws made just before anyway": per_call(
+                    fn, lambda rep: [pool[(rep * k + i) % 64] for i in range(k)],
+                    before=draw_and_drop),
+                "fresh draws just before, then one untimed call on a spare set": per_call(
+                    fn, lambda rep: [get_inputs() for _ in range(k)], before=lambda: fn(*pool[-1])),
+            }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
