@@ -9,10 +9,11 @@ region (``harness.measure.backends.cpu``), and their cost shortens the inner loo
 sorts 256 x 1024 floats. The calls timed right after it pay for what the draw evicted, and a call that
 itself takes a few microseconds pays that several times over.
 
-This script times one call five ways, in this process, with the children's thread and malloc settings:
+This script times one call six ways, in this process, with the children's thread and malloc settings:
 on fresh draws made just before (the harness's regime), on one reused input, on a pool of old draws, on
 old draws with fresh draws made just before anyway (this separates "the input is new" from "something
-heavy just ran"), and on fresh draws with one untimed call on a spare set in between (a partial fix).
+heavy just ran"), on sets made earlier and copied into fresh buffers just before (what a child would do
+with sets drawn elsewhere), and on fresh draws with one untimed call on a spare set in between.
 The medians are per call, in microseconds. It measures no harness code: it shows the mechanism, and the
 fix belongs in the CPU timing loop.
 
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 "old draws, fresh draws made just before anyway": per_call(
                     fn, lambda rep: [pool[(rep * k + i) % 64] for i in range(k)],
                     before=draw_and_drop),
+                "ready-made sets copied into fresh buffers just before": per_call(
+                    fn, lambda rep: [[t.clone() for t in pool[(rep * k + i) % 64]] for i in range(k)]),
                 "fresh draws just before, then one untimed call on a spare set": per_call(
                     fn, lambda rep: [get_inputs() for _ in range(k)], before=lambda: fn(*pool[-1])),
             }
