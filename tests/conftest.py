@@ -28,26 +28,6 @@ os.environ.setdefault("ATB_KEY_DIR", tempfile.mkdtemp(prefix="atb-test-keys-"))
 os.environ.setdefault("ATB_COMPILE_CACHE", tempfile.mkdtemp(prefix="atb-test-compile-cache-"))
 
 
-# The files that take longest in total (pytest --durations, clean-clone CI of 2026-12-06), slowest first.
-# scripts/test.sh runs two xdist workers with --dist loadfile --no-loadscope-reorder, so files are handed
-# out in collection order: these go first and the many short files fill in behind them. xdist's default
-# order (most tests first) left a few-test, multi-minute file such as test_sweep.py for the end, with one
-# worker idle for minutes.
-SLOW_FILES_FIRST = (
-    "tests/test_sweep.py", "tests/redteam/test_redteam_corpus.py", "tests/test_mcp_per_call.py",
-    "tests/test_resume_killed.py", "tests/test_engine_gpu_space.py", "tests/redteam/test_redteam_neutralised.py",
-    "tests/test_random_kernelbench.py", "tests/redteam/test_honest_corpus.py", "tests/test_agent_e2e_docker.py",
-    "tests/test_mcp_http.py", "tests/test_mcp_langgraph.py", "tests/redteam/test_redteam_quarantine.py",
-    "tests/test_mcp_stdio.py", "tests/test_sweep_llm_postgres.py", "tests/test_engine_outputs.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Collect the slowest files first (SLOW_FILES_FIRST), each file's tests in their own order."""
-    rank = {path: i for i, path in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
