@@ -28,7 +28,7 @@ from atb_agent.campaign_spec import CampaignSpec
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, StoreIterationSink
 from atb_agent.graph import SubmissionInbox, ToolBoxLike
-from atb_agent.services import BindsTask, CampaignServices, HarnessServices, ReportsSandbox, task_brief
+from atb_agent.services import BindsTask, CampaignServices, HarnessServices, sandbox_choice_of, task_brief
 from atb_agent.tuners import (
     ARM_CONFIG_KEYS,
     Tuner,
@@ -163,7 +163,7 @@ def run_campaign(spec: CampaignSpec, *, services: CampaignServices | None = None
             session_id = svc.open_session(store, proto, info.session_id)
             recorder.attach_session(session_id)
             toolbox = svc.toolbox(subject, brief, inbox)
-            choice = svc.sandbox_choice() if isinstance(svc, ReportsSandbox) else None
+            choice = sandbox_choice_of(svc)
             if choice is not None:          # this run's fresh sandbox, beside the first run's in the config
                 recorder.note_sandbox(choice, session_id)
         else:
@@ -171,7 +171,7 @@ def run_campaign(spec: CampaignSpec, *, services: CampaignServices | None = None
             # The sandbox starts before the campaign is stored, so the campaign's config records which
             # backend and root it runs over and why (issue 26); a sandbox that cannot start stores no campaign.
             toolbox = svc.toolbox(subject, brief, inbox)
-            choice = svc.sandbox_choice() if isinstance(svc, ReportsSandbox) else None
+            choice = sandbox_choice_of(svc)
             recorder = CampaignRecorder.open(store, proto, task_id=subject.id, kind=subject.kind, tuner_spec=tuner_spec,
                                              seed=seed, budget=budget, session_id=session_id,
                                              preregistration_id=spec.preregistration_id, arm=spec.arm,

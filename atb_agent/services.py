@@ -52,6 +52,12 @@ class ReportsSandbox(Protocol):
     def sandbox_choice(self) -> dict[str, Any] | None: ...
 
 
+def sandbox_choice_of(services: object) -> dict[str, Any] | None:
+    """The sandbox ``services`` last started, as a campaign records it (:class:`ReportsSandbox`), or None
+    when the services cannot say (a test's stand-in). ``run_campaign`` and ``atb mcp serve`` both use it."""
+    return services.sandbox_choice() if isinstance(services, ReportsSandbox) else None
+
+
 def task_brief(task: Subject) -> str:
     """What the model is told about the task (:meth:`Subject.model_brief`): for a kernel task the
     reference source and what to deliver, for an engine task the engine, workload and flag space."""
@@ -169,4 +175,5 @@ class HarnessServices:
         self._session = None
 
 
-__all__ = ["BindsTask", "CampaignServices", "HarnessServices", "ReportsSandbox", "SubjectEvaluator", "task_brief"]
+__all__ = ["BindsTask", "CampaignServices", "HarnessServices", "ReportsSandbox", "SubjectEvaluator",
+           "sandbox_choice_of", "task_brief"]

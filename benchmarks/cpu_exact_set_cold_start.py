@@ -34,19 +34,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # benchmarks/ (_child_conditions)
 
 
 def _reexec_with_child_settings() -> None:
-    """Run under the measuring children's glibc malloc settings and one thread (protocol timing.cpu)."""
+    """Run under the measuring children's thread and glibc malloc settings (``_child_conditions``): malloc
+    reads its settings at start-up, so the process starts again with them."""
     if os.environ.get("ATB_COLD_START_CHILD") == "1":
         return
     sys.path.insert(0, str(ROOT))
-    from protocol import load_protocol
+    from _child_conditions import measuring_child_env
 
-    cpu = load_protocol().timing.cpu
-    env = {**os.environ, "ATB_COLD_START_CHILD": "1", "OMP_NUM_THREADS": str(cpu.threads),
-           "MKL_NUM_THREADS": str(cpu.threads), "MALLOC_MMAP_THRESHOLD_": str(cpu.malloc_mmap_threshold_bytes),
-           "MALLOC_TRIM_THRESHOLD_": str(4 * cpu.malloc_mmap_threshold_bytes)}
+    env = {**os.environ, "ATB_COLD_START_CHILD": "1", **measuring_child_env()}
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 

@@ -48,6 +48,7 @@ for p in (str(ROOT), str(REDTEAM), str(ROOT / "benchmarks")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from _child_conditions import measuring_child_env  # noqa: E402
 from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import append_line, child_env, now_utc, parse_json_output, run_bounded  # noqa: E402
 
@@ -122,24 +123,6 @@ def protocol_facts() -> tuple[str, int]:
 
     proto = load_protocol()
     return proto.sha256, int(proto.timing.cpu.threads)
-
-
-def malloc_env() -> dict[str, str]:
-    """glibc's allocation settings of the harness's measuring children (protocol
-    ``timing.cpu.malloc_mmap_threshold_bytes``, set by ``harness.measure.runner._worker``), for the
-    independent timer's process too.
-
-    Why: the timing method is what the independent side must not share; the conditions must be the same.
-    Under glibc's adaptive default a call whose temporaries exceed the threshold maps and unmaps them and
-    faults their pages on every call, and the harness's children are kept from that on purpose. Without
-    the same setting, the CPU convolution reference's temporaries cost the independent timer about
-    0.5-1 ms of a 3 ms call that the harness's children never pay (channels_last read 1.6x here, 0.9x
-    there; 2026-12-06, this machine).
-    """
-    from protocol import load_protocol
-
-    threshold = int(load_protocol().timing.cpu.malloc_mmap_threshold_bytes)
-    return {"MALLOC_MMAP_THRESHOLD_": str(threshold), "MALLOC_TRIM_THRESHOLD_": str(4 * threshold)}
 
 
 # ----------------------------------------------------------------------------------- independent child
@@ -378,7 +361,8 @@ def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: flo
         cmd.append("--graph")
     if not hot_graph:
         cmd.append("--no-hot-graph")
-    env = {**child_env(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **malloc_env()}
+    conditions = measuring_child_env(threads)   # the children's threads and malloc settings, not their method
+    env = {**child_env(), **conditions}
     code, out, err, wall = run_bounded(cmd, timeout_s, env, ROOT)
     found = [ln for ln in out.splitlines() if ln.startswith(MARK)]
     if found:
@@ -387,7 +371,7 @@ def independent(entry: dict[str, Any], device: str, threads: int, timeout_s: flo
         row = {"error": ("timed out" if code is None else f"exit {code}") + ": "
                + " | ".join(err.strip().splitlines()[-3:])[:600]}
     row["wall_s"] = round(wall, 2)
-    row["malloc_env"] = malloc_env()
+    row["malloc_env"] = {k: v for k, v in conditions.items() if k.startswith("MALLOC_")}
     return row
 
 
@@ -491,7 +475,7 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
         row["caught"] = held and gate in row["rejecting_gates"]
         row["caught_by_any_gate"] = held
         return row
-    graph = args.device == "cuda" and str(row.get("timing_method") or "").startswith("cuda-graph")
+    graph = graph_timed(row)
     ind = independent(entry, args.device, threads, args.independent_timeout_s, args.min_run_s, graph=graph,
                       rounds=args.independent_rounds, hot_graph=not args.no_hot_graph)
     row["independent"] = ind
@@ -504,11 +488,20 @@ def evaluate(entry: dict[str, Any], args: argparse.Namespace, db: Path, timeout_
     row["independent_ratio_rotating"] = rr
     row["ratio_error_rotating"] = abs(hr / rr - 1.0) if isinstance(hr, (int, float)) and isinstance(rr, (int, float)) \
         and rr > 0 else None
-    # what "accepted at its true speed" is judged by: the independent timer of the harness's own regime (the
-    # cold graph over distinct sets for a graph-timed entry on CUDA, the events/Timer figure otherwise)
-    same = row["ratio_error_rotating"] if graph and row["ratio_error_rotating"] is not None else row["ratio_error"]
-    row["ratio_error_same_regime"] = same
+    row["ratio_error_same_regime"] = row["ratio_error_rotating" if same_regime_is_rotating(row) else "ratio_error"]
     return row
+
+
+def graph_timed(row: dict[str, Any]) -> bool:
+    """The harness timed this entry by CUDA-graph replay (its independent side then times device work too)."""
+    return row.get("device") == "cuda" and str(row.get("timing_method") or "").startswith("cuda-graph")
+
+
+def same_regime_is_rotating(row: dict[str, Any]) -> bool:
+    """Which independent figure is the harness's own regime, what "accepted at its true speed" is judged by:
+    the cold graph over distinct sets (the rotating figures) for a graph-timed entry, the events/Timer
+    figure otherwise."""
+    return graph_timed(row) and row.get("ratio_error_rotating") is not None
 
 
 def read_done(out: Path, max_attempts: int = 2) -> set[str]:
@@ -580,7 +573,7 @@ def per_arm_rows(accepted: list[dict[str, Any]], bar: float = 0.10) -> list[str]
         if not isinstance(err, (int, float)) or err <= bar:
             continue
         ind = r.get("independent") or {}
-        rotating = r.get("independent_ratio") is None and r.get("independent_ratio_rotating") is not None
+        rotating = same_regime_is_rotating(r)
         ref = _us(ind.get("reference_rotating_s" if rotating else "reference_s"))
         cand = _us(ind.get("candidate_rotating_s" if rotating else "candidate_s"))
         h_ref, h_cand = r.get("baseline_median_ns"), r.get("candidate_median_ns")

@@ -389,13 +389,6 @@ class McpCampaign:
             self._toolbox = self.services.toolbox(self.task, self.brief, self._submit)
         return self._toolbox
 
-    def _sandbox_choice(self) -> dict[str, Any] | None:
-        """The started sandbox's recorded choice (:class:`atb_agent.services.ReportsSandbox`), or None when
-        the services cannot say (a test's stand-in)."""
-        from atb_agent.services import ReportsSandbox
-
-        return self.services.sandbox_choice() if isinstance(self.services, ReportsSandbox) else None
-
     def _measuring(self) -> None:
         """Open this process's measurement session (once), attached to the campaign; a campaign taken up
         from another process measures in a session of its own, on the campaign's device."""
@@ -477,12 +470,13 @@ class McpCampaign:
         The sandbox starts before the campaign is stored, as in ``run_campaign``: the campaign's config
         records which backend and root the agent's tools ran over and why (issue 26), and a sandbox that
         cannot start stores no campaign."""
+        from atb_agent.services import sandbox_choice_of
         from harness.tuning.campaigns import CampaignRecorder
 
         self.session_id = self.services.open_session(self.store, self.protocol, None)
         self.evaluator = self.services.evaluator(self.task, self.store, self.protocol)
         self._workspace()
-        choice = self._sandbox_choice()
+        choice = sandbox_choice_of(self.services)
         self.recorder = CampaignRecorder.open(
             self.store, self.protocol, task_id=self.task.id, kind=self.task.kind,
             tuner_spec=client.tuner_spec, seed=self.seed, budget=self.budget, session_id=self.session_id,
@@ -546,11 +540,13 @@ class McpCampaign:
             raise
 
     def _restore(self, log: CallLog) -> None:
+        from atb_agent.services import sandbox_choice_of
+
         assert self.recorder is not None and self.log is not None and self._folder is not None
         # a fresh sandbox (services.toolbox closes this process's earlier one): nothing else carries over
         toolbox: Any = self.services.toolbox(self.task, self.brief, self._submit)
         self._toolbox = toolbox
-        choice = self._sandbox_choice()
+        choice = sandbox_choice_of(self.services)
         if choice is not None:          # this process's fresh sandbox, beside the first run's in the config
             self.recorder.note_sandbox(choice, self.session_id)
         expected = log.last_workspace_sha256(manifest_sha256({}))
