@@ -9,11 +9,17 @@ region (``harness.measure.backends.cpu``), and their cost shortens the inner loo
 sorts 256 x 1024 floats. The calls timed right after it pay for what the draw evicted, and a call that
 itself takes a few microseconds pays that several times over.
 
-This script times one call six ways, in this process, with the children's thread and malloc settings:
-on fresh draws made just before (the harness's regime), on one reused input, on a pool of old draws, on
-old draws with fresh draws made just before anyway (this separates "the input is new" from "something
-heavy just ran"), on sets made earlier and copied into fresh buffers just before (what a child would do
-with sets drawn elsewhere), and on fresh draws with one untimed call on a spare set in between.
+This script times one call several ways, in this process, with the children's thread and malloc
+settings: on fresh draws made just before (the harness's regime), on one reused input, on a pool of old
+draws, on old draws with fresh draws made just before anyway (this separates "the input is new" from
+"something heavy just ran"), on sets made earlier and copied into fresh buffers just before (what a child
+would do with sets drawn elsewhere), on fresh draws with one untimed call on a spare set in between, on
+sets drawn on demand by another process and copied in from shared memory (the relay design of
+``benchmarks/results/honest_h200/STATUS_issue25.md``: the draw's work runs outside this process, only the
+copy runs here), on old draws after a sort of an existing tensor (heavy work, no new input), on fresh draws
+followed by small torch work of the harness's own (a warm-up that runs no candidate code), and, where there
+are two cores, on sets drawn by a process pinned to the other core and used where it wrote them (no draw
+and no copy on this core).
 The medians are per call, in microseconds. It measures no harness code: it shows the mechanism, and the
 fix belongs in the CPU timing loop.
 
@@ -47,6 +53,59 @@ def _reexec_with_child_settings() -> None:
 
     env = {**os.environ, "ATB_COLD_START_CHILD": "1", **measuring_child_env()}
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+class _Drawer:
+    """A forked process that draws one repetition's ``k`` sets when asked and writes them into shared memory;
+    this process copies them into fresh buffers (:meth:`sets`) or uses them where they lie
+    (:meth:`in_place`). One input tensor per set, as the task has. ``cores``: (this process's core, the
+    drawer's core) to pin each to, where the machine has two."""
+
+    def __init__(self, torch: Any, get_inputs: Callable[[], list[Any]], k: int,
+                 cores: tuple[int, int] | None = None) -> None:
+        import tempfile
+
+        self.torch, self.k = torch, k
+        self.shape = get_inputs()[0].shape
+        self.n = int(torch.Size(self.shape).numel())
+        fd, self.path = tempfile.mkstemp(prefix="atb_relay_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        os.close(fd)
+        self.shm = torch.from_file(self.path, shared=True, size=k * self.n, dtype=torch.float32)
+        r_req, self.w_req = os.pipe()
+        self.r_ack, w_ack = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            if cores is not None:
+                os.sched_setaffinity(0, {cores[1]})
+            os.close(self.w_req)
+            os.close(self.r_ack)
+            while os.read(r_req, 1):
+                for i in range(k):
+                    self.shm[i * self.n:(i + 1) * self.n].copy_(get_inputs()[0].reshape(-1))
+                os.write(w_ack, b"1")
+            os._exit(0)
+        self.home = os.sched_getaffinity(0)
+        if cores is not None:
+            os.sched_setaffinity(0, {cores[0]})
+        os.close(r_req)
+        os.close(w_ack)
+
+    def _draw(self) -> list[Any]:
+        os.write(self.w_req, b"1")
+        os.read(self.r_ack, 1)
+        return [self.shm[i * self.n:(i + 1) * self.n].view(self.shape) for i in range(self.k)]
+
+    def sets(self) -> list[list[Any]]:
+        return [[t.clone()] for t in self._draw()]
+
+    def in_place(self) -> list[list[Any]]:
+        return [[t] for t in self._draw()]
+
+    def close(self) -> None:
+        os.close(self.w_req)
+        os.waitpid(self.pid, 0)
+        os.unlink(self.path)
+        os.sched_setaffinity(0, self.home)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"torch": torch.__version__, "machine": platform.processor() or platform.machine(),
                               "threads": torch.get_num_threads(), "inner": k, "reps": args.reps,
                               "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"), "us_per_call": {}}
+    relay = _Drawer(torch, get_inputs, k)
+    spare, small = get_inputs()[0], torch.randn(16)
+
     with torch.no_grad():
         for name, fn in calls.items():
             for _ in range(20):
@@ -106,7 +168,26 @@ def main(argv: list[str] | None = None) -> int:
                     fn, lambda rep: [[t.clone() for t in pool[(rep * k + i) % 64]] for i in range(k)]),
                 "fresh draws just before, then one untimed call on a spare set": per_call(
                     fn, lambda rep: [get_inputs() for _ in range(k)], before=lambda: fn(*pool[-1])),
+                "drawn by another process on demand, copied in from shared memory": per_call(
+                    fn, lambda rep: relay.sets()),
+                "old draws, a sort of an existing tensor just before": per_call(
+                    fn, lambda rep: [pool[(rep * k + i) % 64] for i in range(k)],
+                    before=lambda: [torch.sort(spare, dim=-1) for _ in range(k)]),
+                "fresh draws just before, then 16 small adds of the harness's own (no candidate code)": per_call(
+                    fn, lambda rep: [get_inputs() for _ in range(k)],
+                    before=lambda: [small.add(small) for _ in range(16)]),
             }
+    relay.close()
+    if len(os.sched_getaffinity(0)) >= 2:
+        # the drawer on the other core, this process on its own, the sets used where the drawer wrote them:
+        # neither the draw nor a copy runs on this core
+        a, b = sorted(os.sched_getaffinity(0))[:2]
+        pinned = _Drawer(torch, get_inputs, k, cores=(a, b))
+        with torch.no_grad():
+            for name, fn in calls.items():
+                result["us_per_call"][name]["drawn by another process pinned to another core, used in place"] = \
+                    per_call(fn, lambda rep: pinned.in_place())
+        pinned.close()
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
