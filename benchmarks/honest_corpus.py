@@ -29,7 +29,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ for p in (str(ROOT), str(REDTEAM), str(ROOT / "benchmarks")):
         sys.path.insert(0, p)
 
 from _child_conditions import measuring_child_env  # noqa: E402
+from _code_rev import checked_code_rev
 from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import append_line, child_env, now_utc, parse_json_output, run_bounded  # noqa: E402
 
@@ -105,17 +105,8 @@ def entries(device: str, cheats: str, work: Path) -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------------- provenance
 def code_rev() -> str:
-    rev = os.environ.get("ATB_CODE_REV", "")
-    if rev:
-        return rev
-    try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=20).stdout.strip()
-        return f"{rev}+dirty" if rev and dirty else rev
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    """The commit measured (``benchmarks/_code_rev.py``: a snapshot names its own)."""
+    return checked_code_rev(ROOT)
 
 
 def protocol_facts() -> tuple[str, int]:

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _code_rev import checked_code_rev  # noqa: E402
 from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import (  # noqa: E402
     ROOT, append_line, child_env, count_sizes, now_utc, problem_dir, problem_id, run_bounded, select_problems,
@@ -56,15 +55,9 @@ TUNER = "random"
 
 
 def code_rev() -> str:
-    """The commit measured: ``ATB_CODE_REV`` (set by the caller for a ``git archive`` snapshot), else git's."""
-    rev = os.environ.get("ATB_CODE_REV", "")
-    if rev:
-        return rev
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    """The commit measured (``benchmarks/_code_rev.py``: a ``git archive`` snapshot names its own, and
+    ``$ATB_CODE_REV`` must agree with it)."""
+    return checked_code_rev(ROOT)
 
 
 def campaign_id(level: int, problem: Path, seed: int, budget: int, attempt: int) -> str:

@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -52,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/, for _measuring_digest
     sys.path.append(str(Path(__file__).resolve().parent))
+from _code_rev import checked_code_rev  # noqa: E402
 from _measuring_digest import process_measuring_digest
 
 import yaml  # noqa: E402
@@ -85,14 +85,8 @@ def say(msg: str) -> None:
 
 
 def code_rev() -> str:
-    rev = os.environ.get("ATB_CODE_REV", "")
-    if rev:
-        return rev
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-    except OSError:
-        return ""
+    """The commit measured, 40 hex digits (``benchmarks/_code_rev.py``: a snapshot names its own)."""
+    return checked_code_rev(ROOT, short=False)
 
 
 def ratios(metrics: dict[str, Any]) -> dict[str, float | None]:
@@ -383,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--import-build", type=Path, default=None,
                     help="an exported llama-server-bin.tar.xz to reuse instead of compiling")
     args = ap.parse_args(argv)
+    code_rev()   # a snapshot whose ATB_CODE_REV names another commit stops here, before anything runs
     args.work.mkdir(parents=True, exist_ok=True)
     args.out = args.out or args.work / f"llamacpp_gpu_{args.accelerator}.jsonl"
     return Run(args).run()
