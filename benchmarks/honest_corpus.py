@@ -18,7 +18,8 @@ honest entry, the independent measurement in a fresh process (reference timed, t
 imported and timed, then both again: ratio = median reference time / median candidate time, backend
 flags the candidate changed put back before each reference timing). Lines already in ``--out`` are
 skipped (an ``error`` row, where ``atb eval`` broke without a verdict, is retried once). Every line
-carries code_rev (``$ATB_CODE_REV`` or ``git rev-parse``), the measuring digest of the tree it ran in
+carries code_rev (``benchmarks/_code_rev.py``: the commit a ``git archive`` snapshot names itself, else
+``$ATB_CODE_REV`` or ``git rev-parse``), the measuring digest of the tree it ran in
 (``benchmarks/_measuring_digest.py``), the protocol digest and the device.
 """
 
