@@ -58,8 +58,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measuring_digest import process_measuring_digest
 from kernelbench_random import _marked, code_rev, fold_wal, missing_campaign_modules  # noqa: E402
+from kernelbench_random import read_state as _read_state  # noqa: E402
 from kernelbench_sweep import (  # noqa: E402
-    ROOT, append_line, child_env, now_utc, problem_dir, problem_id, run_bounded, select_problems,
+    ROOT, append_line, child_env, now_utc, problem_dir, problem_id, report_end, run_bounded, select_problems,
 )
 
 RESULT_MARK = "ATB_KB_LLM_RESULT "
@@ -86,28 +87,9 @@ def campaign_key(level: int, problem: Path, tuner: str, seed: int, budget: int, 
 
 # ----------------------------------------------------------------------------------- records
 def read_state(out: Path, max_attempts: int) -> tuple[set[str], dict[str, int], dict[str, int]]:
-    """(settled problem keys, abandoned attempts per key, errors per key) from ``out`` (torn lines ignored)."""
-    settled: set[str] = set()
-    abandoned: dict[str, int] = {}
-    errors: dict[str, int] = {}
-    if not out.exists():
-        return settled, abandoned, errors
-    for line in out.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        key = f"{row.get('level')}:{row.get('problem')}"
-        if row.get("kind") == "llm_abandoned":
-            abandoned[key] = abandoned.get(key, 0) + 1
-        elif row.get("kind") == "llm_campaign":
-            if row.get("outcome") == "error":
-                errors[key] = errors.get(key, 0) + 1
-                if errors[key] >= max_attempts:
-                    settled.add(key)
-            else:
-                settled.add(key)
-    return settled, abandoned, errors
+    """(settled problem keys, abandoned attempts per key, errors per key) from ``out``: the random arm's
+    rule (``kernelbench_random.read_state``) over this arm's rows (``llm_campaign``, ``llm_abandoned``)."""
+    return _read_state(out, max_attempts, arm="llm")
 
 
 def _stamp(text: str) -> float:
@@ -403,12 +385,7 @@ def sweep(args: argparse.Namespace) -> int:
             errors[key(p)] = errors.get(key(p), 0) + 1
             print(f"{p.stem}: error ({why[:300]})", flush=True)
     remaining = [p for p in problems if key(p) not in read_state(out, args.max_attempts)[0]]
-    if stopped or remaining:
-        print(f"stopped: {len(remaining)} problems left; run the same command again to resume "
-              f"({time.perf_counter() - t_begin:.0f} s used)", flush=True)
-        return 0
-    print(f"done: all {len(problems)} problems of level {args.level} in {out}", flush=True)
-    return 0
+    return report_end(len(problems), len(remaining), stopped, t_begin, args.level, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _code_rev import checked_code_rev  # noqa: E402
 from _measuring_digest import process_measuring_digest
 from kernelbench_sweep import (  # noqa: E402
-    ROOT, append_line, child_env, count_sizes, now_utc, problem_dir, problem_id, run_bounded, select_problems,
+    ROOT, append_line, child_env, count_sizes, now_utc, problem_dir, problem_id, report_end, run_bounded,
+    select_problems,
 )
 
 RESULT_MARK = "ATB_KB_RANDOM_RESULT "
@@ -70,11 +71,12 @@ def campaign_id(level: int, problem: Path, seed: int, budget: int, attempt: int)
 
 
 # ----------------------------------------------------------------------------------- records
-def read_state(out: Path, max_attempts: int) -> tuple[set[str], dict[str, int], dict[str, int]]:
+def read_state(out: Path, max_attempts: int, arm: str = TUNER) -> tuple[set[str], dict[str, int], dict[str, int]]:
     """(settled problem keys, abandoned attempts per key, errors per key) from ``out`` (torn lines ignored).
 
     A problem is settled by a finished campaign row, or by ``max_attempts`` error rows (a campaign child
-    that broke without a result is an infrastructure failure, retried)."""
+    that broke without a result is an infrastructure failure, retried). ``arm`` names the rows' kinds
+    (``ARM_campaign``, ``ARM_abandoned``): this script's ``random``, ``kernelbench_llm``'s ``llm``."""
     settled: set[str] = set()
     abandoned: dict[str, int] = {}
     errors: dict[str, int] = {}
@@ -86,9 +88,9 @@ def read_state(out: Path, max_attempts: int) -> tuple[set[str], dict[str, int], 
         except ValueError:
             continue
         key = f"{row.get('level')}:{row.get('problem')}"
-        if row.get("kind") == "random_abandoned":
+        if row.get("kind") == f"{arm}_abandoned":
             abandoned[key] = abandoned.get(key, 0) + 1
-        elif row.get("kind") == "random_campaign":
+        elif row.get("kind") == f"{arm}_campaign":
             if row.get("outcome") == "error":
                 errors[key] = errors.get(key, 0) + 1
                 if errors[key] >= max_attempts:
@@ -391,12 +393,7 @@ def sweep(args: argparse.Namespace) -> int:
             errors[key(p)] = errors.get(key(p), 0) + 1
             print(f"{p.stem}: error ({why[:200]})", flush=True)
     remaining = [p for p in problems if key(p) not in read_state(out, args.max_attempts)[0]]
-    if stopped or remaining:
-        print(f"stopped: {len(remaining)} problems left; run the same command again to resume "
-              f"({time.perf_counter() - t_begin:.0f} s used)", flush=True)
-        return 0
-    print(f"done: all {len(problems)} problems of level {args.level} in {out}", flush=True)
-    return 0
+    return report_end(len(problems), len(remaining), stopped, t_begin, args.level, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -459,6 +459,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def report_end(n_problems: int, n_left: int, stopped: bool, t_begin: float, level: int, out: Path) -> int:
+    """The last line of a resumable sweep's call (this script's and the campaign arms'): what is left and
+    how to resume, or that the level is done. Always 0: a call cut by its budget is not a failure."""
+    if stopped or n_left:
+        print(f"stopped: {n_left} problems left; run the same command again to resume "
+              f"({time.perf_counter() - t_begin:.0f} s used)", flush=True)
+        return 0
+    print(f"done: all {n_problems} problems of level {level} in {out}", flush=True)
+    return 0
+
+
 def sweep(args: argparse.Namespace) -> int:
     checked_code_rev(ROOT)   # a snapshot whose ATB_CODE_REV names another commit stops here, before measuring
     t_begin = time.perf_counter()
@@ -525,12 +536,7 @@ def sweep(args: argparse.Namespace) -> int:
             print(f"{p.stem}: kb anchor eval {arow.get('kb_eval_wall_s')} s (process {arow['process_wall_s']} s) "
                   f"{arow.get('error', '')}", flush=True)
     remaining = [p for p in problems if key(p) not in done_evals or (p.stem in anchors and key(p) not in done_anchors)]
-    if stopped or remaining:
-        print(f"stopped: {len(remaining)} problems left; run the same command again to resume "
-              f"({time.perf_counter() - t_begin:.0f} s used)", flush=True)
-        return 0
-    print(f"done: all {len(problems)} problems of level {args.level} in {out}", flush=True)
-    return 0
+    return report_end(len(problems), len(remaining), stopped, t_begin, args.level, out)
 
 
 def main(argv: list[str] | None = None) -> int:

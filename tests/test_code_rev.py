@@ -55,7 +55,8 @@ def test_an_archived_rev_wins_and_a_disagreeing_atb_code_rev_is_refused(tmp_path
     monkeypatch.setenv("ATB_CODE_REV", REV[:7])                 # the same commit, named short: agreed
     assert mod.code_rev(tmp_path, archive_file=stamp) == REV[:7]
     monkeypatch.setenv("ATB_CODE_REV", "ca11c27")               # another commit: refused
-    with pytest.raises(mod.CodeRevMismatch, match="ATB_CODE_REV=ca11c27 but this tree is a git archive of 0123456789ab"):
+    with pytest.raises(mod.CodeRevMismatch,
+                       match="ATB_CODE_REV=ca11c27 but this tree is a git archive of 0123456789ab"):
         mod.code_rev(tmp_path, archive_file=stamp)
 
 
