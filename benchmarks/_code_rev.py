@@ -64,7 +64,7 @@ def code_rev(root: Path, short: bool = True, archive_file: Path = ARCHIVE_REV_FI
     named = os.environ.get("ATB_CODE_REV", "").strip()
     archived = archived_rev(archive_file)
     if archived is not None:
-        if named and not (archived.startswith(named) or named.startswith(archived)):
+        if named and not archived.startswith(named):
             raise CodeRevMismatch(
                 f"ATB_CODE_REV={named} but this tree is a git archive of {archived[:12]} "
                 f"({archive_file.name}): unset ATB_CODE_REV or archive the commit it names")

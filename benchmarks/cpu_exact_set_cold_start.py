@@ -6,7 +6,8 @@ timer does (about 580 us against 530 us) but the candidate about 8x slower (60 u
 The task's ``get_inputs`` builds structure (sorted rows), so the CPU loop gets *exact* sets. Each timed
 call gets a whole draw of its own. The draws are made just before each repetition, outside the timed
 region (``harness.measure.backends.cpu``), and their cost shortens the inner loop to 3 calls. A draw
-sorts 256 x 1024 floats. The calls timed right after it pay for what the draw evicted, and a call that
+sorts 256 x 1024 floats. The calls timed right after it run several times slower than in a steady loop
+(what they pay for was not isolated: not the input being new, see the regimes below), and a call that
 itself takes a few microseconds pays that several times over.
 
 This script times one call several ways, in this process, with the children's thread and malloc

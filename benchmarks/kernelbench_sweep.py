@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/, for _measuring_digest
     sys.path.append(str(Path(__file__).resolve().parent))
-from _code_rev import checked_code_rev, code_rev  # noqa: E402
+from _code_rev import checked_code_rev  # noqa: E402
 from _measuring_digest import process_measuring_digest
 
 ANCHOR_MARK = "ATB_KB_ANCHOR_RESULT "
@@ -300,7 +300,7 @@ def eval_one(problem: Path, level: int, args: argparse.Namespace, work: Path, db
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {
         "kind": "atb_eval", "problem": problem.stem, "id": problem_id(problem), "level": level,
-        "code_rev": code_rev(ROOT), "measuring_digest": process_measuring_digest(ROOT),
+        "code_rev": args.code_rev, "measuring_digest": process_measuring_digest(ROOT),
         "device": args.device, "started_utc": started, "wall_s": round(wall, 3), "exit_code": code,
         "timed_out": code is None, "timeout_s": round(timeout_s, 1),
         "input_bytes": size.get("input_bytes"), "output_bytes": size.get("output_bytes"),
@@ -344,7 +344,7 @@ def anchor_one(problem: Path, level: int, args: argparse.Namespace, timeout_s: f
     started = now_utc()
     code, out, err, wall = run_bounded(cmd, timeout_s, child_env(), ROOT)
     row: dict[str, Any] = {"kind": "kb_anchor", "problem": problem.stem, "id": problem_id(problem), "level": level,
-                           "code_rev": code_rev(ROOT),
+                           "code_rev": args.code_rev,
                            "measuring_digest": process_measuring_digest(ROOT),
                            "device": args.device, "started_utc": started, "process_wall_s": round(wall, 3),
                            "exit_code": code, "timed_out": code is None, "timeout_s": round(timeout_s, 1)}
@@ -471,7 +471,8 @@ def report_end(n_problems: int, n_left: int, stopped: bool, t_begin: float, leve
 
 
 def sweep(args: argparse.Namespace) -> int:
-    checked_code_rev(ROOT)   # a snapshot whose ATB_CODE_REV names another commit stops here, before measuring
+    # once per call, for every row; a snapshot whose ATB_CODE_REV names another commit stops here, before measuring
+    args.code_rev = checked_code_rev(ROOT)
     t_begin = time.perf_counter()
     deadline = t_begin + args.time_budget_s - MARGIN_S
     folder = problem_dir(args.kb, args.level)
