@@ -1,0 +1,121 @@
+"""Does the measuring child's confinement change what ``torch.compile(mode="max-autotune")`` builds?
+
+Issue 25: ``compile_max_autotune_tiny_mlp`` reads 1.25x in the harness and 1.75x under ``do_bench``,
+while the harness's own timing loop reads 1.71x in one unconfined process
+(``probe_max_autotune_pair.py``). This probe runs one small script -- compile the eight-layer MLP with
+max-autotune, time reference and candidate with ``triton.testing.do_bench`` -- three ways: unconfined,
+inside the candidate child's bwrap confinement (``harness.measure.runner._confine.plan``, the same argv a
+CUDA child gets), and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). Each run keeps Inductor's
+autotuning report from stderr, so a difference in chosen kernels or in failed benchmarks shows.
+
+Run on a GPU host from the repository root: ``python3 benchmarks/probe_max_autotune_confined.py OUT.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PAIR = r'''
+import json, statistics, time, torch, torch.nn as nn
+import triton.testing as tt
+W, D = 256, 8
+def mk(compiled):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(D):
+        layers += [nn.Linear(W, W), nn.GELU()]
+    net = nn.Sequential(*layers).cuda()
+    if compiled:
+        fn = torch.compile(net, mode="max-autotune")
+        def f(x):
+            torch.compiler.cudagraph_mark_step_begin()
+            return fn(x).clone()
+        return f
+    return net
+x = torch.randn(32, W, device="cuda")
+t0 = time.perf_counter()
+ref, cand = mk(False), mk(True)
+with torch.no_grad():
+    for _ in range(5):
+        ref(x); cand(x)
+torch.cuda.synchronize()
+compile_s = time.perf_counter() - t0
+out = {"compile_s": round(compile_s, 2)}
+with torch.no_grad():
+    for arm, call in (("ref", ref), ("cand", cand)):
+        out[arm + "_us"] = round(tt.do_bench(lambda: call(x), return_mode="median") * 1e3, 2)
+out["ratio"] = round(out["ref_us"] / out["cand_us"], 3)
+print("JSON", json.dumps(out), flush=True)
+'''
+
+
+def run(mode: str, timeout_s: float) -> dict:
+    from harness.measure.runner import _confine
+
+    work = Path(tempfile.mkdtemp(prefix="atb-measure-probe-"))
+    scratch = Path(tempfile.mkdtemp(prefix="atb-child-probe-"))
+    script = work / "pair.py"
+    script.write_text(PAIR)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
+    env.update(HOME=str(scratch), TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
+               TRITON_CACHE_DIR=str(scratch / "triton"))
+    prefix: list[str] = []
+    fds: tuple[int, ...] = ()
+    descriptor = "unconfined"
+    if mode != "unconfined":
+        saved = os.environ.get("ATB_CONFINE_CUDA")
+        os.environ["ATB_CONFINE_CUDA"] = "sys" if mode == "confined+sys" else ""
+        try:
+            p = _confine.plan("cuda", work, scratch)
+        finally:
+            if saved is None:
+                os.environ.pop("ATB_CONFINE_CUDA", None)
+            else:
+                os.environ["ATB_CONFINE_CUDA"] = saved
+        prefix, fds, descriptor = p.prefix, p.pass_fds, p.descriptor
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(prefix + [sys.executable, str(script)], env=env, cwd=str(scratch), pass_fds=fds,
+                             capture_output=True, text=True, timeout=timeout_s)
+        rc, so, se = res.returncode, res.stdout, res.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, so, se = "timeout", str(exc.stdout or ""), str(exc.stderr or "")
+    finally:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    row: dict = {"mode": mode, "descriptor": descriptor, "rc": rc, "wall_s": round(time.perf_counter() - t0, 1)}
+    for line in so.splitlines():
+        if line.startswith("JSON "):
+            row.update(json.loads(line[5:]))
+    lines = se.splitlines()
+    row["autotune_lines"] = [ln for ln in lines if re.search(r"AUTOTUNE|triton_mm|mm_|extern_|SingleProcess", ln)][:80]
+    row["error_lines"] = [ln for ln in lines if re.search(r"rror|ailed|xception|arning", ln)][:40]
+    row["stderr_tail"] = lines[-15:]
+    return row
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    rows = []
+    for mode in ("unconfined", "confined", "confined+sys"):
+        row = run(mode, 240)
+        rows.append(row)
+        print(mode, row.get("descriptor"), "rc", row["rc"], "ratio", row.get("ratio"), "ref", row.get("ref_us"),
+              "cand", row.get("cand_us"), "compile", row.get("compile_s"), "autotune lines",
+              len(row["autotune_lines"]), "error lines", len(row["error_lines"]), flush=True)
+        out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
