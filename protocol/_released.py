@@ -19,6 +19,7 @@ RELEASED: dict[str, str] = {
     "1.5.0": "b5dafee9382e1055800ee6115d6514a479376feb08d8f94a78c6d02ba4569869",
     "1.6.0": "7359f76e637e3be1ffc3045e8c83e99398d27dbbfc06ad0f1ebcecafb4bf79e9",
     "1.7.0": "e80070a922c9c73a6ec953675c6cba374957f5d8ed9c4b0fdd1efb41ee4d7074",
+    "1.8.0": "031914f3ad81f31119bce3aca5a1b0dacc3bb966c10a03ebfb89d849188ad5c3",
 }
 
 __all__ = ["RELEASED"]

@@ -61,7 +61,8 @@ class _RecordingTimer:
         self.blocks: list[int] = []
         _RecordingTimer.made.append(self)
 
-    def calibrate(self, call: Any, warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int) -> tuple[int, float]:
+    def calibrate(self, call: Any, warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int,
+                  warmup_wall_factor: float) -> tuple[int, float]:
         call()
         self.calibrated.append((warmup_ms, rep_ms, min_reps, max_reps))
         return 7, 1e6

@@ -91,3 +91,21 @@ def test_factored_matmul_is_not_rejected_end_to_end(tmp_path: Path) -> None:
         if r.verdict == "quarantined":
             review = review_quarantine(r.verdict_id, task, cand, store=store, session=s)
             assert review.cleared, review.reason
+
+
+def test_a_ceiling_read_below_the_reference_s_own_rate_does_not_blame_the_candidate() -> None:
+    """Protocol 1.8.0: under load the session's FLOP ceiling was once read at 0.054 TFLOP/s and an honest
+    1.0x matmul was quarantined for doing "less arithmetic" than that peak. The reference reached more
+    than the ceiling in the same evaluation, so the peak is the higher of the two."""
+    low = CEIL.model_copy(update={"flops_per_s": CEIL.flops_per_s / 4})   # misread: a quarter of the real peak
+    ref_ns = REFERENCE_FLOPS / CEIL.flops_per_s * 1e9                      # the reference at the real peak
+    same = _evidence(ref_ns, 1.0).model_copy(update={"ceilings": low})
+    assert flop_trigger(same, P) is None
+    g = _gates(same)
+    assert g["anomaly"][0] and "below the reference's FLOP time" not in g["physical_limit"][1], g
+    # a candidate that does half the arithmetic still gets the second look, at the reference's own rate
+    faster = _evidence(ref_ns / 1.97, 1.97).model_copy(update={"ceilings": low})
+    why = flop_trigger(faster, P)
+    assert why is not None and "the reference's own rate" in why, why
+    # with a sound ceiling (above the reference's rate) the measured peak is what counts
+    assert "at the measured peak" in (flop_trigger(_evidence(ref_ns / 1.97, 1.97), P) or "")

@@ -131,7 +131,7 @@ def test_cuda_timer_times_a_kernel_and_captures_a_graph() -> None:
 
     timer = CudaTimer(torch, 1 << 24)
     x = torch.randn(4096, device="cuda")
-    reps, est = timer.calibrate(lambda: torch.relu(x), 1.0, 5.0, 10, 100)
+    reps, est = timer.calibrate(lambda: torch.relu(x), 1.0, 5.0, 10, 100, 2.0)
     assert 10 <= reps <= 100 and est > 0
     bt = timer.time_block(lambda r: torch.relu(x), reps=10, capture={3})
     assert len(bt.times_ns) == 10 and all(t > 0 for t in bt.times_ns) and 3 in bt.captured

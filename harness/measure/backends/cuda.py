@@ -191,7 +191,7 @@ class CudaBackend(TorchBackend):
 
             timer = _ANCHOR_TIMERS[cu.l2_flush_bytes] = CudaTimer(torch, cu.l2_flush_bytes)
         if reps is None:
-            reps, _ = timer.calibrate(fn, cu.warmup_ms, cu.rep_ms, cu.min_reps, cu.max_reps)
+            reps, _ = timer.calibrate(fn, cu.warmup_ms, cu.rep_ms, cu.min_reps, cu.max_reps, cu.warmup_wall_factor)
         elif warm:
             for _ in range(protocol.timing.cpu.warmup_reps):
                 fn()
@@ -255,7 +255,8 @@ class CudaChild:
         for attr in ("_event", "_record", "_elapsed", "_sync", "_graph_cls", "_replay", "_stream_sync",
                      "_current_stream"):
             found[f"CudaTimer.{attr}"] = getattr(_CUDA_TIMER, attr, None)
-        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "sync", "_events", "_refill"):
+        for meth in ("time_block", "time_block_graph", "capture_graphs", "calibrate", "_warm_up", "sync", "_events",
+                     "_refill"):
             method = getattr(type(_CUDA_TIMER), meth, None)
             found[f"CudaTimer.{meth}.__code__"] = getattr(method, "__code__", None)
         return found
@@ -275,7 +276,7 @@ class CudaChild:
         cal = _next_sets()[0]
         S.set_bytes = _nbytes(cal)
         reps, est_ns = _CUDA_TIMER.calibrate(lambda: _note(_forward(cal)), c["warmup_ms"], c["rep_ms"],
-                                             c["min_reps"], c["max_reps"])
+                                             c["min_reps"], c["max_reps"], c["warmup_wall_factor"])
         del cal
         _check_timed()
         S.method = "cuda-events+l2flush"

@@ -89,22 +89,42 @@ def bandwidth(evidence: Evidence, protocol: Protocol) -> float | None:
     return evidence.ceilings.bytes_per_s * factor
 
 
+def reference_median_ns(evidence: Evidence) -> float | None:
+    """The median of every timed repetition of the reference (baseline) arm, or None if it was not timed."""
+    times = sorted(x for tf in evidence.baseline_timed for x in tf.times_ns)
+    if not times:
+        return None
+    mid = len(times) // 2
+    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+
+
 def flop_trigger(evidence: Evidence, protocol: Protocol) -> str | None:
     """Why the candidate's time deserves the extended pass, or None: its median is below the time the
-    *reference's* FLOPs take at the measured peak (relaxed by ``gates.physical_limit_slack``).
+    *reference's* FLOPs take at the peak (relaxed by ``gates.physical_limit_slack``).
 
     A candidate may legitimately do fewer operations than the reference (an algebraic rewrite), so
     this is a trigger for scrutiny, never a rejection: the anomaly breaker reads it and quarantines.
+
+    The peak is the session's measured FLOP ceiling or the rate the reference itself reached in this
+    evaluation, whichever is higher (protocol 1.8.0). Why: under load the ceiling was once read at 0.054
+    TFLOP/s, below what the reference's own matmul reached, and an honest 1.0x matmul candidate was
+    quarantined for "doing less arithmetic" than a peak that the reference had already shown was wrong.
+    A candidate as fast as the reference is never blamed for a ceiling read too low.
     """
     ceil, flops, t = evidence.ceilings, evidence.task_flops or 0.0, evidence.candidate_median_ns
     if ceil is None or not flops or t is None or t <= 0 or not evidence.candidate_timed:
         return None
-    floor_ns = flops / ceil.flops_per_s * 1e9 / protocol.gates.physical_limit_slack
+    peak, peak_src = ceil.flops_per_s, "the measured peak"
+    ref = reference_median_ns(evidence)
+    if ref and flops / ref * 1e9 > peak:
+        peak, peak_src = flops / ref * 1e9, "the reference's own rate (above the measured peak " \
+            f"{ceil.flops_per_s / 1e12:.3g} TFLOP/s)"
+    floor_ns = flops / peak * 1e9 / protocol.gates.physical_limit_slack
     if t >= floor_ns:
         return None
     _, fsrc = figure_sources(evidence)
     return (f"the candidate's median {t:.0f} ns is below the time the reference's {flops:.3g} flops ({fsrc}) take at "
-            f"the measured peak {ceil.flops_per_s / 1e12:.3g} TFLOP/s ({floor_ns:.0f} ns, slack "
+            f"{peak_src} {peak / 1e12:.3g} TFLOP/s ({floor_ns:.0f} ns, slack "
             f"{protocol.gates.physical_limit_slack:g}): it does less arithmetic than the reference, which an "
             "algebraic rewrite may honestly do; quarantined for the extended pass")
 
