@@ -10,7 +10,8 @@
 #
 # Usage, from the root of a `git archive` snapshot on the GPU machine (PYTHONPATH and ATB_BWRAP set):
 #   bash scripts/gpu_rows.sh STATE_DIR SECONDS [KB_ROOT]
-# STATE_DIR holds every row file and log; carry it back in when the machine went cold. KB_ROOT is a
+# STATE_DIR holds every row file and log; carry it back in when the machine went cold. Carry the same
+# paths on every call, the snapshot included: an ignored path left out of a call's carry was gone there. KB_ROOT is a
 # KernelBench checkout (the A/A steps are skipped without one). Prints one line per step.
 set -uo pipefail
 STATE=${1:?usage: gpu_rows.sh STATE_DIR SECONDS [KB_ROOT]}
@@ -37,9 +38,12 @@ step() {   # step NAME MIN_SECONDS COMMAND...: run COMMAND under timeout if MIN_
     return 0
 }
 
-step escape_matmul 320 python3 $H --device cuda --cheats gpu --only gpu:escape_side_stream_matmul \
-    --per-entry-timeout-s 280 --out "$O" || exit 0
-step max_autotune 90 python3 $H --device cuda --cheats none --only compile_max_autotune_tiny_mlp --out "$O" || exit 0
+have() { grep -q "\"name\": \"$1\"" "$O" 2>/dev/null; }   # a row for entry $1 is in the corpus file
+
+have gpu:escape_side_stream_matmul || step escape_matmul 320 python3 $H --device cuda --cheats gpu \
+    --only gpu:escape_side_stream_matmul --per-entry-timeout-s 280 --out "$O" || exit 0
+have compile_max_autotune_tiny_mlp || step max_autotune 90 python3 $H --device cuda --cheats none \
+    --only compile_max_autotune_tiny_mlp --out "$O" || exit 0
 step corpus 90 python3 $H --device cuda --cheats gpu --out "$O" --time-budget-s $(( $(left) - 60 )) || exit 0
 grep -q "^stopped: budget spent" "$STATE/corpus.last" && exit 0
 if [ ! -s "$STATE/max_autotune_confined.json" ] || ! grep -q '"confined+sys"' "$STATE/max_autotune_confined.json"; then
