@@ -5,8 +5,9 @@ while the harness's own timing loop reads 1.71x in one unconfined process
 (``probe_max_autotune_pair.py``). This probe runs one small script -- compile the eight-layer MLP with
 max-autotune, time reference and candidate with ``triton.testing.do_bench`` -- three ways: unconfined,
 inside the candidate child's bwrap confinement (``harness.measure.runner._confine.plan``, the same argv a
-CUDA child gets), and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). Each run keeps Inductor's
-autotuning report from stderr, so a difference in chosen kernels or in failed benchmarks shows.
+CUDA child gets, with the child's environment), and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). A fourth run is unconfined
+with only the environment a child gets (``CHILD_ENV_ALLOW``), and the probe lists the names of the
+variables a child does not get (names only). Each run keeps Inductor's autotuning report from stderr, so a difference in chosen kernels or in failed benchmarks shows.
 
 Run on a GPU host from the repository root: ``python3 benchmarks/probe_max_autotune_confined.py OUT.json``.
 """
@@ -52,6 +53,12 @@ out = {"compile_s": round(compile_s, 2)}
 with torch.no_grad():
     for arm, call in (("ref", ref), ("cand", cand)):
         out[arm + "_us"] = round(tt.do_bench(lambda: call(x), return_mode="median") * 1e3, 2)
+    for arm, call in (("ref", ref), ("cand", cand)):   # host time inside one call, the device idle before it
+        ts = []
+        for _ in range(200):
+            torch.cuda.synchronize()
+            t1 = time.perf_counter_ns(); call(x); ts.append(time.perf_counter_ns() - t1)
+        out[arm + "_host_us"] = round(statistics.median(ts) / 1e3, 2)
 out["ratio"] = round(out["ref_us"] / out["cand_us"], 3)
 print("JSON", json.dumps(out), flush=True)
 '''
@@ -64,13 +71,17 @@ def run(mode: str, timeout_s: float) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="atb-child-probe-"))
     script = work / "pair.py"
     script.write_text(PAIR)
+    from harness.measure.runner._worker import CHILD_ENV_ALLOW
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
+    if mode != "unconfined":   # the children's environment: only the names they are allowed
+        env = {k: v for k, v in env.items() if k in CHILD_ENV_ALLOW}
     env.update(HOME=str(scratch), TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
                TRITON_CACHE_DIR=str(scratch / "triton"))
     prefix: list[str] = []
     fds: tuple[int, ...] = ()
     descriptor = "unconfined"
-    if mode != "unconfined":
+    if mode.startswith("confined"):
         saved = os.environ.get("ATB_CONFINE_CUDA")
         os.environ["ATB_CONFINE_CUDA"] = "sys" if mode == "confined+sys" else ""
         try:
@@ -108,11 +119,16 @@ def run(mode: str, timeout_s: float) -> dict:
 def main() -> None:
     out = Path(sys.argv[1])
     rows = []
-    for mode in ("unconfined", "confined", "confined+sys"):
+    from harness.measure.runner._worker import CHILD_ENV_ALLOW
+
+    dropped = sorted(k for k in os.environ if k not in CHILD_ENV_ALLOW and not k.startswith("ATB_"))
+    print("environment names a child does not get:", dropped, flush=True)
+    rows.append({"mode": "environment", "names_children_do_not_get": dropped})
+    for mode in ("unconfined", "unconfined+child-env", "confined", "confined+sys"):
         row = run(mode, 240)
         rows.append(row)
         print(mode, row.get("descriptor"), "rc", row["rc"], "ratio", row.get("ratio"), "ref", row.get("ref_us"),
-              "cand", row.get("cand_us"), "compile", row.get("compile_s"), "autotune lines",
+              "cand", row.get("cand_us"), "host us", row.get("ref_host_us"), row.get("cand_host_us"), "compile", row.get("compile_s"), "autotune lines",
               len(row["autotune_lines"]), "error lines", len(row["error_lines"]), flush=True)
         out.write_text(json.dumps(rows, indent=1))
 
