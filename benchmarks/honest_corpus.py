@@ -672,13 +672,14 @@ gets the independent measurement in a fresh process (`torch.utils.benchmark.Time
 ratios; also over a rotating pool of >= 64 MiB of input sets).
 """,
     "cuda": """
-On the H200 (one device call of at most 600 s; repeat until the log says `done`), carrying
-`[".whl", "build/atb-confine"]`:
+On a GPU machine lent by the device tool (one call of at most 600 s; repeat until nothing is left), from
+the root of a `git archive` snapshot of the commit measured (it names its own commit; leave `ATB_CODE_REV`
+unset), carrying `[".whl", "build/atb-confine", ".snap"]`:
 `python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
->/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 ATB_CODE_REV=<commit>; B=$PWD/build/atb-confine;
-export ATB_BWRAP="$B/ld-linux-x86-64.so.2 --library-path $B $B/bwrap"; cp benchmarks/results/honest_cuda.jsonl $OUT/
-2>/dev/null; python3 benchmarks/honest_corpus.py --device cuda --out $OUT/honest_cuda.jsonl --time-budget-s 540 2>&1 |
-tee $OUT/honest_cuda_log.txt`, then copy `honest_cuda.jsonl` back into `benchmarks/results/` and run
+>/dev/null 2>&1; B=$PWD/build/atb-confine; export ATB_BWRAP="$B/ld-linux-x86-64.so.2 --library-path $B $B/bwrap";
+cd .snap && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1; python3 benchmarks/honest_corpus.py --device cuda
+--cheats gpu --out /tmp/g/honest.jsonl --time-budget-s 540` (or `bash scripts/gpu_rows.sh /tmp/g 545`, which also
+runs the probe and the A/A sweeps), then copy the rows back under `benchmarks/results/honest_h200/` and run
 `--device cuda --render`. The independent measurement is `triton.testing.do_bench` (median, L2 flushed).
 """,
 }
