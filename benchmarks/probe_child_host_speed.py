@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child_like import run_child_like  # noqa: E402
 
 WORK = r'''
 import json, sys, time
@@ -90,36 +89,13 @@ print("JSON", json.dumps({"mlp_us": mlp_us(), "small_ops16_us": small_ops_us(), 
 
 
 def run(mode: str) -> dict:
-    from harness.measure.runner import _confine
-
-    work = Path(tempfile.mkdtemp(prefix="atb-measure-hostprobe-"))
-    scratch = Path(tempfile.mkdtemp(prefix="atb-child-hostprobe-"))
-    script = work / "work.py"
-    script.write_text(WORK)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
-    env["HOME"] = str(scratch)
-    prefix: list[str] = []
-    fds: tuple[int, ...] = ()
-    descriptor = "unconfined"
-    if mode.startswith("confined"):
-        p = _confine.plan("cpu", work, scratch)
-        prefix, fds, descriptor = p.prefix, p.pass_fds, p.descriptor
-    audit = "1" if mode.endswith("audit") else "0"
-    try:
-        res = subprocess.run(prefix + [sys.executable, str(script), audit], env=env, cwd=str(scratch),
-                             pass_fds=fds, capture_output=True, text=True, timeout=300)
-    finally:
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    row: dict = {"mode": mode, "descriptor": descriptor, "rc": res.returncode}
-    for line in res.stdout.splitlines():
-        if line.startswith("JSON "):
-            row.update(json.loads(line[5:]))
-    if res.returncode:
-        row["stderr_tail"] = res.stderr.splitlines()[-5:]
+    facts = run_child_like(WORK, ["1" if mode.endswith("audit") else "0"], backend="cpu", child_env=False,
+                           confined=mode.startswith("confined"))
+    err = facts.pop("stderr")
+    facts.pop("stdout")
+    row: dict = {"mode": mode, **facts}
+    if row["rc"]:
+        row["stderr_tail"] = err.splitlines()[-5:]
     return row
 
 

@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child_like import run_child_like  # noqa: E402
 
 PAIR = r'''
 import json, statistics, time, torch, torch.nn as nn
@@ -65,50 +63,14 @@ print("JSON", json.dumps(out), flush=True)
 
 
 def run(mode: str, timeout_s: float) -> dict:
-    from harness.measure.runner import _confine
-
-    work = Path(tempfile.mkdtemp(prefix="atb-measure-probe-"))
-    scratch = Path(tempfile.mkdtemp(prefix="atb-child-probe-"))
-    script = work / "pair.py"
-    script.write_text(PAIR)
-    from harness.measure.runner._worker import CHILD_ENV_ALLOW
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
-    if mode != "unconfined":   # the children's environment: only the names they are allowed
-        env = {k: v for k, v in env.items() if k in CHILD_ENV_ALLOW}
-    env.update(HOME=str(scratch), TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
-               TRITON_CACHE_DIR=str(scratch / "triton"))
-    prefix: list[str] = []
-    fds: tuple[int, ...] = ()
-    descriptor = "unconfined"
-    if mode.startswith("confined"):
-        saved = os.environ.get("ATB_CONFINE_CUDA")
-        os.environ["ATB_CONFINE_CUDA"] = "sys" if mode == "confined+sys" else ""
-        try:
-            p = _confine.plan("cuda", work, scratch)
-        finally:
-            if saved is None:
-                os.environ.pop("ATB_CONFINE_CUDA", None)
-            else:
-                os.environ["ATB_CONFINE_CUDA"] = saved
-        prefix, fds, descriptor = p.prefix, p.pass_fds, p.descriptor
-    t0 = time.perf_counter()
-    try:
-        res = subprocess.run(prefix + [sys.executable, str(script)], env=env, cwd=str(scratch), pass_fds=fds,
-                             capture_output=True, text=True, timeout=timeout_s)
-        rc, so, se = res.returncode, res.stdout, res.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, so, se = "timeout", str(exc.stdout or ""), str(exc.stderr or "")
-    finally:
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    row: dict = {"mode": mode, "descriptor": descriptor, "rc": rc, "wall_s": round(time.perf_counter() - t0, 1)}
-    for line in so.splitlines():
-        if line.startswith("JSON "):
-            row.update(json.loads(line[5:]))
+    facts = run_child_like(PAIR, [], backend="cuda", child_env=mode != "unconfined",
+                           confined=mode.startswith("confined"), relax="sys" if mode == "confined+sys" else "",
+                           extra_env={"TORCHINDUCTOR_CACHE_DIR": "{scratch}/inductor",
+                                      "TRITON_CACHE_DIR": "{scratch}/triton"},
+                           timeout_s=timeout_s)
+    se = facts.pop("stderr")
+    facts.pop("stdout")
+    row: dict = {"mode": mode, **facts}
     lines = se.splitlines()
     row["autotune_lines"] = [ln for ln in lines if re.search(r"AUTOTUNE|triton_mm|mm_|extern_|SingleProcess", ln)][:80]
     row["error_lines"] = [ln for ln in lines if re.search(r"rror|ailed|xception|arning", ln)][:40]
