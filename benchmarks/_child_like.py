@@ -23,14 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def run_child_like(source: str, args: list[str], *, backend: str, child_env: bool, confined: bool,
                    relax: str = "", extra_env: dict[str, str] | None = None,
-                   timeout_s: float = 300.0) -> dict[str, Any]:
+                   files: dict[str, str] | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
     """Run ``source`` (a Python script) with ``args`` in a fresh interpreter and return its facts:
     the confinement descriptor, exit code (or ``"timeout"``), wall seconds, stdout and stderr, and the
     fields of the last ``JSON {...}`` line it printed.
 
     ``child_env``: only the names a measuring child is allowed (else this process's environment, less
     ``ATB_*``). ``confined``: inside the backend's bwrap plan, with ``relax`` as ``ATB_CONFINE_CUDA``
-    while the plan is made. ``HOME`` is a fresh scratch folder; ``extra_env`` is added last."""
+    while the plan is made. ``HOME`` is a fresh scratch folder; ``extra_env`` is added last. ``files`` (name -> text) are
+    written beside the script, in the work folder the child can read."""
     from harness.measure.runner import _confine
     from harness.measure.runner._worker import CHILD_ENV_ALLOW
 
@@ -38,6 +39,8 @@ def run_child_like(source: str, args: list[str], *, backend: str, child_env: boo
     scratch = Path(tempfile.mkdtemp(prefix="atb-child-probe-"))
     script = work / "probe.py"
     script.write_text(source)
+    for name, text in (files or {}).items():
+        (work / name).write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATB_")}
     if child_env:
         env = {k: v for k, v in env.items() if k in CHILD_ENV_ALLOW}

@@ -2,12 +2,14 @@
 
 Issue 25: ``compile_max_autotune_tiny_mlp`` reads 1.25x in the harness and 1.75x under ``do_bench``,
 while the harness's own timing loop reads 1.71x in one unconfined process
-(``probe_max_autotune_pair.py``). This probe runs one small script -- compile the eight-layer MLP with
-max-autotune, time reference and candidate with ``triton.testing.do_bench`` -- three ways: unconfined,
-inside the candidate child's bwrap confinement (``harness.measure.runner._confine.plan``, the same argv a
-CUDA child gets, with the child's environment), and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). A fourth run is unconfined
-with only the environment a child gets (``CHILD_ENV_ALLOW``), and the probe lists the names of the
-variables a child does not get (names only). Each run keeps Inductor's autotuning report from stderr, so a difference in chosen kernels or in failed benchmarks shows.
+(``probe_max_autotune_pair.py``). This probe runs one small script -- load the corpus's own pair
+(``tests/redteam/tasks/hc_tiny_mlp.py`` and ``tests/redteam/honest/corpus/compile_max_autotune_tiny_mlp.py``,
+staged beside it) and time reference and candidate with ``triton.testing.do_bench`` and by host time per
+call -- four ways: unconfined; unconfined with only the environment a child gets (``CHILD_ENV_ALLOW``);
+inside the candidate child's bwrap confinement (``harness.measure.runner._confine.plan``, the argv a CUDA
+child gets); and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). It lists the names (only) of the
+variables a child does not get, and keeps Inductor's autotuning report from each run's stderr, so a
+difference in chosen kernels or in failed benchmarks shows.
 
 Run on a GPU host from the repository root: ``python3 benchmarks/probe_max_autotune_confined.py OUT.json``.
 """
@@ -23,25 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child_like import run_child_like  # noqa: E402
 
 PAIR = r'''
-import json, statistics, time, torch, torch.nn as nn
+import importlib.util, json, statistics, time, torch
+from pathlib import Path
 import triton.testing as tt
-W, D = 256, 8
-def mk(compiled):
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(D):
-        layers += [nn.Linear(W, W), nn.GELU()]
-    net = nn.Sequential(*layers).cuda()
-    if compiled:
-        fn = torch.compile(net, mode="max-autotune")
-        def f(x):
-            torch.compiler.cudagraph_mark_step_begin()
-            return fn(x).clone()
-        return f
-    return net
-x = torch.randn(32, W, device="cuda")
+HERE = Path(__file__).resolve().parent
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); return mod
+task, candidate = load("task"), load("candidate")   # the honest corpus's own pair, staged beside this script
+torch.manual_seed(0); ref = task.Model().cuda()
+torch.manual_seed(0); cand = candidate.ModelNew().cuda()
+x = task.get_inputs()[0].cuda()
 t0 = time.perf_counter()
-ref, cand = mk(False), mk(True)
 with torch.no_grad():
     for _ in range(5):
         ref(x); cand(x)
@@ -62,8 +57,14 @@ print("JSON", json.dumps(out), flush=True)
 '''
 
 
+ROOT = Path(__file__).resolve().parents[1]
+#: the pair as the honest corpus has it (task and candidate), staged into the child's work folder
+PAIR_FILES = {"task.py": (ROOT / "tests/redteam/tasks/hc_tiny_mlp.py").read_text(),
+              "candidate.py": (ROOT / "tests/redteam/honest/corpus/compile_max_autotune_tiny_mlp.py").read_text()}
+
+
 def run(mode: str, timeout_s: float) -> dict:
-    facts = run_child_like(PAIR, [], backend="cuda", child_env=mode != "unconfined",
+    facts = run_child_like(PAIR, [], backend="cuda", files=PAIR_FILES, child_env=mode != "unconfined",
                            confined=mode.startswith("confined"), relax="sys" if mode == "confined+sys" else "",
                            extra_env={"TORCHINDUCTOR_CACHE_DIR": "{scratch}/inductor",
                                       "TRITON_CACHE_DIR": "{scratch}/triton"},

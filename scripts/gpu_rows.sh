@@ -51,10 +51,8 @@ if [ ! -s "$STATE/max_autotune_confined.json" ] || ! grep -q '"confined+sys"' "$
 fi
 [ -n "$KB" ] || { echo "gpu_rows: no KernelBench root given; the A/A steps are left"; exit 0; }
 for level in 3 1 2; do
-    l=$(left)
-    [ "$l" -ge 120 ] || { echo "gpu_rows: level $level not started ($l s left)"; exit 0; }
     step "level$level" 120 python3 benchmarks/kernelbench_sweep.py --kb "$KB" --level "$level" \
-        --out "$STATE/level$level.jsonl" --device cuda --time-budget-s $((l - 60)) || exit 0
+        --out "$STATE/level$level.jsonl" --device cuda --time-budget-s $(( $(left) - 60 )) || exit 0
     grep -q "^done: all" "$STATE/level$level.last" || exit 0
 done
 echo "gpu_rows: every step done"
