@@ -53,6 +53,11 @@ with torch.no_grad():
             t1 = time.perf_counter_ns(); call(x); ts.append(time.perf_counter_ns() - t1)
         out[arm + "_host_us"] = round(statistics.median(ts) / 1e3, 2)
 out["ratio"] = round(out["ref_us"] / out["cand_us"], 3)
+try:   # a seccomp filter can force the store-bypass mitigation on, which slows interpreted code
+    out["proc_status"] = [ln for ln in open("/proc/self/status").read().splitlines()
+                          if ln.startswith(("Speculation", "Seccomp", "NoNewPrivs", "Cpus_allowed_list"))]
+except OSError as exc:
+    out["proc_status"] = [repr(exc)]
 print("JSON", json.dumps(out), flush=True)
 '''
 
@@ -86,12 +91,19 @@ def main() -> None:
 
     dropped = sorted(k for k in os.environ if k not in CHILD_ENV_ALLOW and not k.startswith("ATB_"))
     print("environment names a child does not get:", dropped, flush=True)
-    rows.append({"mode": "environment", "names_children_do_not_get": dropped})
+    vulns = {}
+    for f in sorted(Path("/sys/devices/system/cpu/vulnerabilities").glob("*")):
+        try:
+            vulns[f.name] = f.read_text().strip()
+        except OSError:
+            pass
+    rows.append({"mode": "environment", "names_children_do_not_get": dropped, "cpu_vulnerabilities": vulns,
+                 "kernel": os.uname().release})
     for mode in ("unconfined", "unconfined+child-env", "confined", "confined+sys"):
         row = run(mode, 240)
         rows.append(row)
         print(mode, row.get("descriptor"), "rc", row["rc"], "ratio", row.get("ratio"), "ref", row.get("ref_us"),
-              "cand", row.get("cand_us"), "host us", row.get("ref_host_us"), row.get("cand_host_us"), "compile", row.get("compile_s"), "autotune lines",
+              "cand", row.get("cand_us"), "host us", row.get("ref_host_us"), row.get("cand_host_us"), "compile", row.get("compile_s"), row.get("proc_status"), "autotune lines",
               len(row["autotune_lines"]), "error lines", len(row["error_lines"]), flush=True)
         out.write_text(json.dumps(rows, indent=1))
 
