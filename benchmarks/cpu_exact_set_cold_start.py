@@ -18,7 +18,8 @@ would do with sets drawn elsewhere), on fresh draws with one untimed call on a s
 sets drawn on demand by another process and copied in from shared memory (the relay design of
 ``benchmarks/results/honest_h200/STATUS_issue25.md``: the draw's work runs outside this process, only the
 copy runs here), on old draws after a sort of an existing tensor (heavy work, no new input), on fresh draws
-followed by small torch work of the harness's own (a warm-up that runs no candidate code), and, where there
+followed by small torch work of the harness's own (a warm-up that runs no candidate code), on fresh draws
+whose inputs the harness then reads once or clones (is the excess the input's cache and page state?), and, where there
 are two cores, on sets drawn by a process pinned to the other core and used where it wrote them (no draw
 and no copy on this core).
 The medians are per call, in microseconds. It measures no harness code: it shows the mechanism, and the
@@ -143,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
 
     k = args.inner
 
+    def _read_once(sets: list[list[Any]]) -> list[list[Any]]:
+        """Read every element of every input once (harness code only): warms the inputs' cache lines and
+        pages, and nothing of the calls' own code paths."""
+        for s in sets:
+            for t in s:
+                float(t.sum())
+        return sets
+
     def draw_and_drop() -> None:
         for _ in range(k):
             get_inputs()
@@ -177,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                 "fresh draws just before, then 16 small adds of the harness's own (no candidate code)": per_call(
                     fn, lambda rep: [get_inputs() for _ in range(k)],
                     before=lambda: [small.add(small) for _ in range(16)]),
+                "fresh draws just before, then every input read once by the harness (a sum)": per_call(
+                    fn, lambda rep: _read_once([get_inputs() for _ in range(k)])),
+                "fresh draws just before, each cloned into fresh buffers (the draws dropped)": per_call(
+                    fn, lambda rep: [[t.clone() for t in get_inputs()] for _ in range(k)]),
             }
     relay.close()
     if len(os.sched_getaffinity(0)) >= 2:
