@@ -5,9 +5,12 @@ while the harness's own timing loop reads 1.71x in one unconfined process
 (``probe_max_autotune_pair.py``). This probe runs one small script -- load the corpus's own pair
 (``tests/redteam/tasks/hc_tiny_mlp.py`` and ``tests/redteam/honest/corpus/compile_max_autotune_tiny_mlp.py``,
 staged beside it) and time reference and candidate with ``triton.testing.do_bench`` and by host time per
-call -- four ways: unconfined; unconfined with only the environment a child gets (``CHILD_ENV_ALLOW``);
-inside the candidate child's bwrap confinement (``harness.measure.runner._confine.plan``, the argv a CUDA
-child gets); and confined with ``/sys`` bound (``ATB_CONFINE_CUDA=sys``). It lists the names (only) of the
+call -- six ways (:data:`MODES`): unconfined; inside the candidate child's bwrap confinement
+(``harness.measure.runner._confine.plan``, the argv a CUDA child gets); confined without the seccomp filter,
+or with ``/sys`` bound (``ATB_CONFINE_CUDA``); unconfined beside an idle second CUDA process (as the other
+arm's child waits); and unconfined with only the environment a child gets (``CHILD_ENV_ALLOW``). Each run
+also records its speculation-control lines: a seccomp filter can switch the store-bypass mitigation on,
+which slows interpreted code. It lists the names (only) of the
 variables a child does not get, and keeps Inductor's autotuning report from each run's stderr, so a
 difference in chosen kernels or in failed benchmarks shows.
 
@@ -68,12 +71,35 @@ PAIR_FILES = {"task.py": (ROOT / "tests/redteam/tasks/hc_tiny_mlp.py").read_text
               "candidate.py": (ROOT / "tests/redteam/honest/corpus/compile_max_autotune_tiny_mlp.py").read_text()}
 
 
+#: most telling first (each mode is written out as it ends, so a cut run keeps the first ones). "confined+X":
+#: the CUDA confinement less relaxation X (``ATB_CONFINE_CUDA``); "idle-peer": unconfined, with a second
+#: process holding a CUDA context and waiting on a pipe meanwhile, as the other arm's child does.
+MODES = ("unconfined", "confined", "confined+noseccomp", "confined+sys", "unconfined+idle-peer",
+         "unconfined+child-env")
+LAST_MODE = MODES[-1]   # scripts/gpu_rows.sh reads the probe as done when this mode is in its file
+IDLE_PEER = "import sys, torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); print('up', flush=True); sys.stdin.read()"
+
+
 def run(mode: str, timeout_s: float) -> dict:
-    facts = run_child_like(PAIR, [], backend="cuda", files=PAIR_FILES, child_env=mode != "unconfined",
-                           confined=mode.startswith("confined"), relax="sys" if mode == "confined+sys" else "",
-                           extra_env={"TORCHINDUCTOR_CACHE_DIR": "{scratch}/inductor",
-                                      "TRITON_CACHE_DIR": "{scratch}/triton"},
-                           timeout_s=timeout_s)
+    import subprocess
+
+    confined = mode.startswith("confined")
+    relax = mode.split("+", 1)[1] if confined and "+" in mode else ""
+    peer = None
+    if mode == "unconfined+idle-peer":
+        peer = subprocess.Popen([sys.executable, "-c", IDLE_PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        peer.stdout.readline()   # its context exists before the pair starts
+    try:
+        facts = run_child_like(PAIR, [], backend="cuda", files=PAIR_FILES,
+                               child_env=mode not in ("unconfined", "unconfined+idle-peer"),
+                               confined=confined, relax=relax,
+                               extra_env={"TORCHINDUCTOR_CACHE_DIR": "{scratch}/inductor",
+                                          "TRITON_CACHE_DIR": "{scratch}/triton"},
+                               timeout_s=timeout_s)
+    finally:
+        if peer is not None:
+            peer.stdin.close()
+            peer.wait(30)
     se = facts.pop("stderr")
     facts.pop("stdout")
     row: dict = {"mode": mode, **facts}
@@ -99,7 +125,7 @@ def main() -> None:
             pass
     rows.append({"mode": "environment", "names_children_do_not_get": dropped, "cpu_vulnerabilities": vulns,
                  "kernel": os.uname().release})
-    for mode in ("unconfined", "unconfined+child-env", "confined", "confined+sys"):
+    for mode in MODES:
         row = run(mode, 240)
         rows.append(row)
         print(mode, row.get("descriptor"), "rc", row["rc"], "ratio", row.get("ratio"), "ref", row.get("ref_us"),

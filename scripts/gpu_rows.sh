@@ -46,8 +46,8 @@ have compile_max_autotune_tiny_mlp || step max_autotune 90 python3 $H --device c
     --only compile_max_autotune_tiny_mlp --out "$O" || exit 0
 step corpus 90 python3 $H --device cuda --cheats gpu --out "$O" --time-budget-s $(( $(left) - 60 )) || exit 0
 grep -q "^stopped: budget spent" "$STATE/corpus.last" && exit 0
-if [ ! -s "$STATE/max_autotune_confined.json" ] || ! grep -q '"confined+sys"' "$STATE/max_autotune_confined.json"; then
-    step probe 300 python3 benchmarks/probe_max_autotune_confined.py "$STATE/max_autotune_confined.json" || exit 0
+if [ ! -s "$STATE/max_autotune_confined.json" ] || ! grep -q '"unconfined+child-env"' "$STATE/max_autotune_confined.json"; then
+    step probe 420 python3 benchmarks/probe_max_autotune_confined.py "$STATE/max_autotune_confined.json" || exit 0
 fi
 [ -n "$KB" ] || { echo "gpu_rows: no KernelBench root given; the A/A steps are left"; exit 0; }
 for level in 3 1 2; do
