@@ -26,6 +26,25 @@ BINARY_ENV = "ATB_LLAMA_SERVER_BINARY"
 CUDA_GRAPHS_ENV = "GGML_CUDA_DISABLE_GRAPHS"
 
 _SPEC_TYPES = ["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"]
+#: the model-free n-gram speculative-decoding family, the same on the CPU and the GPU build (one list, so the
+#: two spaces cannot drift apart)
+_NGRAM_SPEC_FLAGS = [
+    FlagSpec(name="spec_type", type="choice", cli="--spec-type", choices=_SPEC_TYPES,
+             help="model-free n-gram speculative decoding; unset: none"),
+    FlagSpec(name="spec_ngram_simple_size_n", type="int", cli="--spec-ngram-simple-size-n", low=1, high=32,
+             default=12, help="ngram-simple: lookup n-gram length"),
+    FlagSpec(name="spec_ngram_simple_size_m", type="int", cli="--spec-ngram-simple-size-m", low=1, high=64,
+             default=48, help="ngram-simple: drafted m-gram length"),
+    FlagSpec(name="spec_ngram_mod_n_min", type="int", cli="--spec-ngram-mod-n-min", low=1, high=128,
+             default=48, help="ngram-mod: minimum drafted tokens"),
+    FlagSpec(name="spec_ngram_mod_n_max", type="int", cli="--spec-ngram-mod-n-max", low=1, high=128,
+             default=64, help="ngram-mod: maximum drafted tokens"),
+]
+_NGRAM_SPEC_CONSTRAINTS = [   # the family's "needs spec_type" rules (its size order stays beside the batch sizes')
+    *Requires.each(["spec_ngram_simple_size_n", "spec_ngram_simple_size_m"], needs="spec_type",
+                   needs_value="ngram-simple"),
+    *Requires.each(["spec_ngram_mod_n_min", "spec_ngram_mod_n_max"], needs="spec_type", needs_value="ngram-mod"),
+]
 
 _SPACE = FlagSpace(
     engine="llama-server",
@@ -52,24 +71,13 @@ _SPACE = FlagSpace(
                  help="busy-wait polling level of the thread pool"),
         FlagSpec(name="flash_attn", type="choice", cli="--flash-attn", choices=["on", "off", "auto"],
                  default="auto", help="flash attention"),
-        FlagSpec(name="spec_type", type="choice", cli="--spec-type", choices=_SPEC_TYPES,
-                 help="model-free n-gram speculative decoding; unset: none"),
-        FlagSpec(name="spec_ngram_simple_size_n", type="int", cli="--spec-ngram-simple-size-n", low=1, high=32,
-                 default=12, help="ngram-simple: lookup n-gram length"),
-        FlagSpec(name="spec_ngram_simple_size_m", type="int", cli="--spec-ngram-simple-size-m", low=1, high=64,
-                 default=48, help="ngram-simple: drafted m-gram length"),
-        FlagSpec(name="spec_ngram_mod_n_min", type="int", cli="--spec-ngram-mod-n-min", low=1, high=128,
-                 default=48, help="ngram-mod: minimum drafted tokens"),
-        FlagSpec(name="spec_ngram_mod_n_max", type="int", cli="--spec-ngram-mod-n-max", low=1, high=128,
-                 default=64, help="ngram-mod: maximum drafted tokens"),
+        *_NGRAM_SPEC_FLAGS,
     ],
     constraints=[
         LessEqual(left="ubatch_size", right="batch_size"),
         LessEqual(left="spec_ngram_mod_n_min", right="spec_ngram_mod_n_max"),
         Requires(flag="cache_reuse", needs="cache_prompt", needs_value=True),
-        *Requires.each(["spec_ngram_simple_size_n", "spec_ngram_simple_size_m"], needs="spec_type",
-                       needs_value="ngram-simple"),
-        *Requires.each(["spec_ngram_mod_n_min", "spec_ngram_mod_n_max"], needs="spec_type", needs_value="ngram-mod"),
+        *_NGRAM_SPEC_CONSTRAINTS,
     ],
 )
 
@@ -112,24 +120,13 @@ _GPU_SPACE = FlagSpace(
                       "lossy, and a quantized V cache needs flash attention)"),
         FlagSpec(name="cuda_graphs", type="bool", composite="env", default=True,
                  help=f"CUDA graphs (false sets {CUDA_GRAPHS_ENV}=1)"),
-        FlagSpec(name="spec_type", type="choice", cli="--spec-type", choices=_SPEC_TYPES,
-                 help="model-free n-gram speculative decoding; unset: none"),
-        FlagSpec(name="spec_ngram_simple_size_n", type="int", cli="--spec-ngram-simple-size-n", low=1, high=32,
-                 default=12, help="ngram-simple: lookup n-gram length"),
-        FlagSpec(name="spec_ngram_simple_size_m", type="int", cli="--spec-ngram-simple-size-m", low=1, high=64,
-                 default=48, help="ngram-simple: drafted m-gram length"),
-        FlagSpec(name="spec_ngram_mod_n_min", type="int", cli="--spec-ngram-mod-n-min", low=1, high=128,
-                 default=48, help="ngram-mod: minimum drafted tokens"),
-        FlagSpec(name="spec_ngram_mod_n_max", type="int", cli="--spec-ngram-mod-n-max", low=1, high=128,
-                 default=64, help="ngram-mod: maximum drafted tokens"),
+        *_NGRAM_SPEC_FLAGS,
     ],
     constraints=[
         LessEqual(left="ubatch_size", right="batch_size"),
         LessEqual(left="spec_ngram_mod_n_min", right="spec_ngram_mod_n_max"),
         Forbidden(combination={"cache_type": list(_QUANTIZED_KV), "flash_attn": ["off"]}),
-        *Requires.each(["spec_ngram_simple_size_n", "spec_ngram_simple_size_m"], needs="spec_type",
-                       needs_value="ngram-simple"),
-        *Requires.each(["spec_ngram_mod_n_min", "spec_ngram_mod_n_max"], needs="spec_type", needs_value="ngram-mod"),
+        *_NGRAM_SPEC_CONSTRAINTS,
     ],
 )
 
