@@ -10,12 +10,15 @@ Everything here reads the task through :class:`harness.tuning.subjects.Subject` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from atb_agent.errors import CampaignError
 from atb_agent.evaluation import Evaluator, VerdictSummary, summary_of_result
-from atb_agent.graph import ToolBoxLike
 from harness.tuning.subjects import NoCandidate, Subject, SubjectSession
+
+if TYPE_CHECKING:  # annotations only: atb_agent.graph pulls in LangGraph and the model SDKs (~2 s), which
+    # `atb mcp serve` (one process per tool call for some clients) never needs
+    from atb_agent.graph import ToolBoxLike
 
 
 class CampaignServices(Protocol):

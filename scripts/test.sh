@@ -9,7 +9,8 @@ set +e
 # Two workers, one test file each at a time (--dist loadfile): a file's tests keep their order and its
 # module-scoped fixtures (sandboxes, Ray cluster, measurement sessions) are built once. 26 min serial,
 # about 15 min so on the 2-core CI machine. ATB_TEST_WORKERS=0 runs serially; a later -n in "$@" wins.
-.venv/bin/python -m pytest -n "${ATB_TEST_WORKERS:-2}" --dist loadfile "$@"
+# --no-loadscope-reorder: tests/conftest.py orders the files (the heaviest first; see HEAVY_FILES_FIRST).
+.venv/bin/python -m pytest -n "${ATB_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then

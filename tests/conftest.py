@@ -103,3 +103,45 @@ def pg_db(pg_url: str):  # type: ignore[no-untyped-def]
     yield f"{base}/{name}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# ---------------------------------------------------------------------- scheduling (scripts/test.sh)
+# xdist's --dist loadfile hands out whole files, by default the files with the most tests first
+# (--loadscope-reorder), which put the heaviest files of all -- end-to-end campaigns with one to three tests
+# each -- at the very end, where one worker ran them while the other had nothing left to take (and a
+# worker takes a new file while it has up to two tests pending, so it could hold three of them at once).
+# scripts/test.sh passes --no-loadscope-reorder and this hook orders the files instead: these first,
+# longest first (call-phase seconds in CI, December 2026), then every other file by its number of tests
+# as xdist did. It changes only the order in which files start; a file's tests keep their order. A stale
+# list costs balance, never a test.
+HEAVY_FILES_FIRST = (
+    "tests/test_sweep.py",                          # ~190 s: Ray + PostgreSQL sweeps, stop/restart, killed worker
+    "tests/test_mcp_per_call.py",                   # ~110 s
+    "tests/test_resume_killed.py",                  # ~86 s
+    "tests/test_random_kernelbench.py",             # ~80 s
+    "tests/redteam/test_redteam_quarantine.py",     # ~80 s
+    "tests/test_engine_gpu_space.py",               # ~60 s
+    "tests/redteam/test_redteam_neutralised.py",    # ~60 s
+    "tests/test_mcp_http.py",                       # ~54 s
+    "tests/test_typecheck.py",                      # ~44 s
+    "tests/test_mcp_langgraph.py",                  # ~42 s
+    "tests/test_mcp_stdio.py",                      # ~41 s
+    "tests/test_engine_outputs.py",                 # ~40 s
+    "tests/test_agent_engine.py",                   # ~38 s
+    "tests/test_sweep_llm_postgres.py",             # ~38 s
+    "tests/test_mcp_errors.py",                     # ~36 s
+    "tests/test_text_protocol.py",                  # ~35 s
+    "tests/test_demo_fixture.py",                   # ~33 s
+    "tests/test_kernelbench_llm.py",                # ~32 s
+    "tests/test_physical_floor.py",                 # ~31 s
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    counts: dict[str, int] = {}
+    for f in files:
+        counts[f] = counts.get(f, 0) + 1
+    rank = {f: i for i, f in enumerate(HEAVY_FILES_FIRST)}
+    order = {id(item): (rank.get(f, len(rank)), -counts[f], f) for item, f in zip(items, files)}
+    items.sort(key=lambda item: order[id(item)])    # stable: a file's tests keep their collected order

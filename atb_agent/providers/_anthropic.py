@@ -11,8 +11,6 @@ import json
 import os
 from typing import Any
 
-import anthropic
-
 from transcripts import ReplayCursor, TranscriptError
 
 from atb_agent.errors import MissingApiKeyError, ProviderError
@@ -77,6 +75,9 @@ class AnthropicProvider:
         else:
             key = "replay-needs-no-key"  # x-api-key is redacted in transcripts, so any value replays
             http_client = replaying_client("anthropic", replay, sink, timeout_s)
+        import anthropic  # here, not at module level: the SDK takes ~1 s to import and a campaign
+        # with a non-LLM tuner (random, grid) never builds this provider
+
         self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s,
                                            http_client=http_client)
 
@@ -85,6 +86,8 @@ class AnthropicProvider:
 
     def complete(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
                  max_output_tokens: int) -> ModelTurn:
+        import anthropic
+
         try:
             raw = self._client.messages.with_raw_response.create(
                 model=self.model, system=system, messages=to_anthropic_messages(messages),  # type: ignore[arg-type]

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import openai
-
 from transcripts import ReplayCursor, TranscriptError
 
 from atb_agent.errors import MissingApiKeyError, ProviderError
@@ -65,6 +63,9 @@ class OpenAIProvider:
         else:
             key = "replay-needs-no-key"  # authorization is redacted in transcripts, so any value replays
             http_client = replaying_client("openai", replay, sink, timeout_s)
+        import openai  # here, not at module level: the SDK takes ~1 s to import and a campaign
+        # with a non-LLM tuner (random, grid) never builds this provider
+
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s,
                                      http_client=http_client)
 
@@ -73,6 +74,8 @@ class OpenAIProvider:
 
     def complete(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
                  max_output_tokens: int) -> ModelTurn:
+        import openai
+
         try:
             raw = self._client.chat.completions.with_raw_response.create(
                 model=self.model, messages=to_openai_messages(system, messages),  # type: ignore[arg-type]
