@@ -3,6 +3,7 @@ draws, and rendering (the all-default point is the start arm; other points compu
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -182,3 +183,62 @@ def test_a_kernel_subject_binds_its_backend_and_records_the_space() -> None:
         on_backend(subject, "mlx").search_space()
     native = load_subject("relu")                                  # a task that declares knobs keeps its own
     assert on_backend(native, "cuda").search_config() == native.search_config()
+
+
+class _FakeStream:
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+class _FailingCapture:
+    """``torch.cuda.graph`` whose capture fails, as a capture does for code that synchronises."""
+
+    def __init__(self, graph: Any) -> None:
+        pass
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+def _graphed_compiled_model(monkeypatch: pytest.MonkeyPatch, warm_up_fails: bool) -> Any:
+    """A compile+CUDA-graph point's ModelNew on this CPU machine: the compile is the identity (or a
+    function that raises, as a failing compile does on its first call) and the CUDA-graph API is faked
+    so that the capture fails."""
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "Stream", _FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: object())
+    monkeypatch.setattr(torch.cuda, "graph", _FailingCapture)
+    task = load_task(FIX / "tiny_conv_relu.py")
+    ns: dict[str, Any] = {}
+    exec(compile(render_point(task, {"compile": "default", "cuda_graph": True}), "<rendered>", "exec"), ns)  # noqa: S102
+
+    def compiled(fn: Any, mode: str, options: dict[str, Any]) -> Any:
+        if not warm_up_fails:
+            return fn
+
+        def broken(*args: Any) -> Any:
+            raise RuntimeError("inductor: C++ compile failed")
+        return broken
+
+    ns["_atb_compiled"] = compiled
+    return ns["ModelNew"](3, 8)
+
+
+def test_a_failed_cuda_graph_capture_is_not_reported_as_a_compile_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: with compile and the CUDA-graph wrapper both on, the first call compiles (in the
+    capture's warm-up) and then captures; a capture failure must say so, not "raised while compiling"."""
+    model = _graphed_compiled_model(monkeypatch, warm_up_fails=False)
+    with pytest.raises(RuntimeError) as caught, torch.no_grad():
+        model(torch.randn(2, 3, 12, 12))
+    assert str(caught.value).startswith("the candidate's CUDA-graph capture failed: RuntimeError: operation not "
+                                        "permitted"), caught.value
+    assert "while compiling" not in str(caught.value)
+    broken = _graphed_compiled_model(monkeypatch, warm_up_fails=True)
+    with pytest.raises(RuntimeError, match="^the candidate raised while compiling: RuntimeError: inductor"), \
+            torch.no_grad():
+        broken(torch.randn(2, 3, 12, 12))

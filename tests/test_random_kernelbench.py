@@ -56,7 +56,7 @@ def test_atb_run_random_on_a_kernelbench_file_end_to_end_on_cpu(tmp_path: Path) 
         campaign = store.campaign(out["run_id"])
         assert campaign is not None
         config = campaign.config
-        assert config["backend"] == "cpu" and config["module_space"]["renderer"] == "atb-module-space/1"
+        assert config["backend"] == "cpu" and config["module_space"]["renderer"] == "atb-module-space/2"
         assert [k["name"] for k in config["knob_space"]["knobs"]] == ["compile", "inference_mode"]
         its = get_iterations(store, out["run_id"])
         reasons = {}

@@ -38,7 +38,7 @@ from harness.tasks._cost import CountedCost
 from harness.tasks._model import Task
 
 #: names the renderer; stored with every campaign's search config (a changed template changes it)
-RENDERER = "atb-module-space/1"
+RENDERER = "atb-module-space/2"
 
 #: every knob of the module space with its default (the eager setting), in draw order
 DEFAULTS: dict[str, KnobValue] = {
@@ -236,7 +236,7 @@ def point_of_rendering(task: Task, text: str) -> dict[str, KnobValue] | None:
 # the rendering; every name it adds starts with _atb so it cannot shadow the problem's own.
 _TEMPLATE = '''\
 # ----------------------------------------------------------------------------------------------------
-# AutoTuneBench module space (atb-module-space/1): one point of the random-search space, rendered by
+# AutoTuneBench module space (atb-module-space/2): one point of the random-search space, rendered by
 # harness/tasks/_module_space.py. The problem's Model above is unchanged. ModelNew is Model built from
 # the same init inputs (so, under the harness's init seed, the same weights), run with the settings in
 # _ATB_POINT. None of them changes precision: no TF32, no half precision, no autocast.
@@ -276,6 +276,10 @@ def _atb_compiled(fn, mode, options):
     return _atb_torch.compile(fn, options=merged) if merged else _atb_torch.compile(fn)
 
 
+class _AtbCaptureFailed(RuntimeError):
+    """The CUDA-graph capture failed (not the compile, which the warm-up before it has done)."""
+
+
 class _AtbGraphed:
     """CUDA-graph replay of ``fn``, captured once per input signature on static copies of the inputs.
     A call copies its inputs in, replays, and returns copies of the static outputs: the next replay
@@ -309,8 +313,11 @@ class _AtbGraphed:
                 self.fn(*static_in)
         _atb_torch.cuda.current_stream().wait_stream(side)
         graph = _atb_torch.cuda.CUDAGraph()
-        with _atb_torch.cuda.graph(graph):
-            static_out = self.fn(*static_in)
+        try:
+            with _atb_torch.cuda.graph(graph):
+                static_out = self.fn(*static_in)
+        except Exception as exc:
+            raise _AtbCaptureFailed(f"the candidate's CUDA-graph capture failed: {type(exc).__name__}: {exc}") from exc
         return graph, static_in, static_out
 
 
@@ -349,6 +356,8 @@ class ModelNew(Model):
             if self._atb_compiling:   # the first call compiles: its failure is a compile failure
                 try:
                     out = self._atb_run(*args)
+                except _AtbCaptureFailed:
+                    raise   # compiled already (the capture's warm-up): say what failed
                 except Exception as exc:
                     raise RuntimeError(f"the candidate raised while compiling: {type(exc).__name__}: {exc}") from exc
                 self._atb_compiling = False
