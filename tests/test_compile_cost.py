@@ -1,5 +1,6 @@
 """Issue 26, campaign speed: parallel first-call compile whose workers are gone before timing, and a
-compile cache shared only among the harness's exact renderings of compiled points.
+compile cache shared only among the harness's exact renderings of compiled points (one entry per problem;
+tests/test_compile_cache_problem.py tests the per-problem key and the merge).
 
 No test here reads a time: they check which threads and processes exist, which folders a child gets,
 and which files cross between evaluations.
@@ -190,7 +191,9 @@ def test_only_the_exact_rendering_of_a_compiled_point_has_a_key(tmp_path: Path) 
     assert cache.key_for(TASK, TASK.start_source()) is None
     assert cache.key_for(TASK, "_ATB_POINT = {'compile': 'default'}\n") is None
     other = render_point(TASK, {"compile": "max-autotune"})
-    assert cache.key_for(TASK, other) not in (None, key)
+    assert cache.key_for(TASK, other) == key                                              # one entry per problem
+    by_text = RenderedPointCache(tmp_path, "cpu", "dev", key_by="rendering")              # the benchmarks' old key
+    assert by_text.key_for(TASK, other) not in (None, by_text.key_for(TASK, COMPILED))
     assert RenderedPointCache(tmp_path, "cuda", "dev").key_for(TASK, COMPILED) != key   # the backend is in the key
 
 
@@ -243,9 +246,9 @@ def test_a_rendering_is_seeded_and_its_compile_is_kept(tmp_path: Path) -> None:
         assert (second.scratch / CHILD_DIR / "inductor" / "xy" / "kernel.so").read_bytes() == b"\x7fELF"
         assert not (second.scratch / CHILD_DIR / "inductor" / "xy" / "link").exists()
         (second.scratch / CHILD_DIR / "inductor" / "xy" / "extra.py").write_text("x = 1\n")
-    # first writer wins: the entry is not replaced by a later evaluation's folder
-    assert use2.kept_files == 0
-    assert not list(root.rglob("extra.py"))
+    # the entry grows by what the later evaluation added; what it held already stays
+    assert use2.kept_files == 1 and use2.already_files == 1
+    assert (root / use2.key / "inductor" / "xy" / "extra.py").read_text() == "x = 1\n"
 
 
 def test_an_unconfined_worker_gets_no_cache(tmp_path: Path) -> None:
