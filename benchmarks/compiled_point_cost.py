@@ -164,6 +164,14 @@ def render_keys_markdown(out: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _files(root: Path) -> dict[str, int]:
+    """Relative path -> size of the regular files under ``root`` (a cache root: its entries' files)."""
+    if not root.is_dir():
+        return {}
+    return {str(f.relative_to(root)): f.stat().st_size for f in sorted(root.rglob("*"))
+            if f.is_file() and not f.is_symlink() and not f.relative_to(root).parts[0].startswith(".")}
+
+
 def compare_keys(args: argparse.Namespace) -> int:
     """The --compare-keys run (see the module's docstring)."""
     from harness.tuning.search import RandomSearch
@@ -197,18 +205,21 @@ def compare_keys(args: argparse.Namespace) -> int:
                     os.environ[compile_cache.ENV] = str(roots[arm])
                     os.environ[compile_cache.KEY_ENV] = KEY_OF_ARM[arm]
                     n_uses = len(uses.uses)
+                    had = _files(roots[arm])
                     t0 = time.perf_counter()
                     res = evaluate_candidate(task, source, store=store, session=session, protocol=proto,
                                              prespawn_next=False)
                     wall = time.perf_counter() - t0
                     use = uses.uses[n_uses] if len(uses.uses) > n_uses else {}
+                    # what this evaluation added to its arm's cache (the entry's path part dropped)
+                    added = sorted("/".join(Path(f).parts[1:]) for f in set(_files(roots[arm])) - set(had))
                     escape = next((g for g in res.gates if g.name == "timed_region_escape"), None)
                     row = {"point": i, "config": point, "arm": arm, "wall_s": round(wall, 2),
                            "load_s": round(res.phase_s.get("load", float("nan")), 2),
                            "phase_s": {k: round(v, 2) for k, v in res.phase_s.items()},
                            "status": res.verdict, "reason": res.reason[:300], "speedup": res.speedup,
                            "escape_passed": None if escape is None else escape.passed,
-                           "cache": use, "loadavg_1m_after": round(os.getloadavg()[0], 2)}
+                           "cache": use, "added_files": added, "loadavg_1m_after": round(os.getloadavg()[0], 2)}
                     rows.append(row)
                     print(f"point {i} {arm:13s} wall {wall:7.2f} s  load {row['load_s']:7.2f} s  {res.verdict}  "
                           f"cache={use}", flush=True)
