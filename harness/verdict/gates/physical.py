@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from harness.measure.backends import backend_named
 from harness.measure.evidence import Evidence, TensorMeta
+from harness.stats import median
 from harness.verdict.gates._base import gate
 from protocol import Protocol
 
@@ -90,12 +91,10 @@ def bandwidth(evidence: Evidence, protocol: Protocol) -> float | None:
 
 
 def reference_median_ns(evidence: Evidence) -> float | None:
-    """The median of every timed repetition of the reference (baseline) arm, or None if it was not timed."""
-    times = sorted(x for tf in evidence.baseline_timed for x in tf.times_ns)
-    if not times:
-        return None
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    """The median of every timed repetition of the reference (baseline) arm, or None if it was not timed
+    (the same estimator as the candidate's ``candidate_median_ns``: :func:`harness.stats.median`)."""
+    times = [x for tf in evidence.baseline_timed for x in tf.times_ns]
+    return median(times) if times else None
 
 
 def flop_trigger(evidence: Evidence, protocol: Protocol) -> str | None:
