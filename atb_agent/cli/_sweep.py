@@ -1,4 +1,5 @@
-"""``atb sweep SPEC.yaml``: a grid of campaigns on Ray, all recorded in one store.
+"""``atb sweep SPEC.yaml``: a grid of campaigns on Ray (or, with ``--local``, as processes of this machine),
+all recorded in one store.
 
 Exit status: 0 when every campaign of the sweep has finished (now or in an earlier run), 2 for a bad
 spec, an unknown store scheme or an unreachable Ray cluster, 1 when a campaign failed (the JSON lists
@@ -21,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("spec", help="sweep spec YAML: tasks, tuners, seeds, budget, devices")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="Ray cluster address (ray://HOST:10001 or HOST:6379); default: a local Ray sized to this machine")
+    p.add_argument("--local", action="store_true",
+                   help="run the campaigns as processes of this machine, without Ray (a GPU host without Ray): "
+                        "one per visible GPU on CUDA, cpu_count / cpus_per_campaign on CPU")
     p.add_argument("--db", default="atb.sqlite",
                    help="results store: a SQLite path or sqlite:///PATH (default ./atb.sqlite), or postgresql://...")
     p.add_argument("--no-live", action="store_true", help="print progress lines instead of a live table")
@@ -32,7 +36,8 @@ def _human(r: object) -> str:
     from atb_agent.sweep import SweepResult
 
     assert isinstance(r, SweepResult)
-    lines = [f"sweep {r.sweep_id} ({'restarted' if r.restarted else 'new'}) on Ray {r.ray_address}, store {r.store}: "
+    where = f"Ray {r.ray_address}" if r.executor == "ray" else r.ray_address
+    lines = [f"sweep {r.sweep_id} ({'restarted' if r.restarted else 'new'}) on {where}, store {r.store}: "
              f"{r.done}/{len(r.campaigns)} campaigns done, {r.failed} not; usable iterations "
              f"{r.usable_iterations}/{r.iterations}; {r.wall_s:.1f} s"]
     for c in r.campaigns:
@@ -67,7 +72,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = load_spec(args.spec)
     table = ProgressTable(f"sweep {sweep.sweep_id}", live=False if args.no_live else None)
     with _stdout_to_stderr():
-        result = run_sweep(sweep, db=args.db, ray_address=args.ray, progress=table)
+        result = run_sweep(sweep, db=args.db, ray_address=args.ray, local=args.local, progress=table)
     emit(result, args, _human(result))
     return EXIT_OK if result.failed == 0 else EXIT_INTERNAL
 

@@ -1,27 +1,28 @@
-"""The sweep driver: one Ray task per unfinished campaign, progress polled from the shared store.
+"""The sweep driver: one attempt per unfinished campaign, progress polled from the shared store.
 
-Why the store and not Ray decides what to run: the store outlives any Ray cluster. A restarted
-driver registers the same sweep (same spec, same id), finds every finished campaign there and
-submits only the others, each of which resumes from its stored iterations. Ray supplies placement
-(a campaign asks for one GPU on CUDA, ``cpus_per_campaign`` CPUs on CPU) and re-runs a campaign whose
-worker process died (``max_retries``); the re-run resumes rather than repeats.
+Why the store and not the executor decides what to run: the store outlives any Ray cluster or process.
+A restarted driver registers the same sweep (same spec, same id), finds every finished campaign there
+and submits only the others, each of which resumes from its stored iterations. The executor supplies
+placement and re-runs an attempt whose process died (``max_retries``); the re-run resumes rather than
+repeats. Ray is the executor by default (:class:`~atb_agent.sweep._executor.RayExecutor`: one GPU per
+campaign on CUDA, ``cpus_per_campaign`` CPUs on CPU); ``local=True`` runs the campaigns as processes of
+this machine instead (:class:`~atb_agent.sweep._local.LocalExecutor`, for a GPU host without Ray).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from atb_agent.sweep._errors import SweepError
+from atb_agent.sweep._executor import AttemptArgs, Executor, installed_ray_version, token_auth_if_available
 from atb_agent.sweep._ledger import CampaignState, attempts, register_sweep, states
 from atb_agent.sweep._progress import ProgressRow, ProgressTable
 from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
@@ -52,6 +53,7 @@ class SweepResult(BaseModel):
     store: str
     ray_address: str
     ray_version: str
+    executor: Literal["ray", "local"] = "ray"   # where the campaigns ran: Ray, or processes of this machine
     restarted: bool
     budget: int
     campaigns: list[CampaignResult]
@@ -91,54 +93,6 @@ def _transcripts_dir(db: str) -> str | None:
     return None if store_kind(db) == "sqlite" else str(transcripts_home(db))
 
 
-def _init_ray(address: str | None) -> str:
-    """Connect to ``address``, or start a local Ray instance sized to this machine.
-
-    Raises:
-        SweepError: Ray is not installed or the cluster cannot be reached.
-    """
-    try:
-        import ray
-    except ImportError as exc:
-        raise SweepError("atb sweep needs Ray: pip install 'ray==2.*'") from exc
-    common: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
-    try:
-        if address:
-            _token_auth_if_available()
-            ctx = ray.init(address=address, **common)
-        else:
-            ctx = ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
-                           object_store_memory=128 << 20, **common)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise SweepError(f"cannot reach the Ray cluster {address or '(local)'}: {' '.join(str(exc).split())}") from exc
-    return str(getattr(ctx, "address_info", {}).get("gcs_address") or address or "local")
-
-
-def _token_auth_if_available() -> None:
-    """Ray 2.5x+ clusters started by ``ray.init``/``ray start`` require a token by default, kept in
-    ``~/.ray/auth_token``; a driver connecting to one sends it only in token mode. Turn token mode on
-    when a token is at hand and the user has not chosen a mode (``RAY_AUTH_MODE``)."""
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"
-        if "ray" in sys.modules:      # Ray read its config at import: make it read the mode again
-            try:
-                from ray._raylet import Config  # type: ignore[attr-defined]
-
-                Config.initialize("")
-            except (ImportError, AttributeError):
-                pass
-
-
-def _resources(sweep: ResolvedSweep) -> dict[str, Any]:
-    from harness.measure.backends import backend_named
-
-    dev = sweep.spec.devices
-    return {"num_gpus": backend_named(dev.backend).gpus, "num_cpus": dev.cpus_per_campaign}
-
-
 def _rows(sweep: ResolvedSweep, st: dict[str, CampaignState], running: set[str], failed: set[str],
           queued: set[str]) -> list[ProgressRow]:
     rows: dict[str, ProgressRow] = {t: ProgressRow(label=t) for t in sweep.spec.tuners}
@@ -162,27 +116,29 @@ class _Stop(Exception):
     """SIGTERM: stop the sweep like Ctrl-C (workers cancelled, cluster shut down, store left resumable)."""
 
 
-def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
+def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None, local: bool = False,
               progress: ProgressTable | None = None,
               on_poll: Callable[[dict[str, CampaignState]], None] | None = None) -> SweepResult:
-    """Run every unfinished campaign of ``sweep`` on Ray, writing to the store ``db``; return the tally.
+    """Run every unfinished campaign of ``sweep``, writing to the store ``db``; return the tally.
+
+    On Ray (``ray_address``, else a local Ray instance), or with ``local`` as processes of this machine.
 
     Raises:
         SweepError: Ray cannot be reached, or the sweep id is stored with another spec.
         StoreError: the store cannot be opened.
         KeyboardInterrupt: the sweep was stopped (Ctrl-C or SIGTERM); it resumes when run again.
     """
+    if local and ray_address:
+        raise SweepError("--local runs the campaigns here, without Ray: it cannot be given with --ray")
     if ray_address:
-        _token_auth_if_available()
-    import ray
-
-    from atb_agent.sweep._worker import run_attempt
+        token_auth_if_available()
     from harness.store._open import open_store
     from protocol import load_protocol
 
     t0 = time.monotonic()
     db = normalise_db(db)
-    transcripts = _transcripts_dir(db)
+    args = AttemptArgs(budget=sweep.spec.budget, backend=sweep.spec.devices.backend, base_url=sweep.spec.base_url,
+                       db=db, transcripts_dir=_transcripts_dir(db))
     proto = load_protocol()
     store = open_store(db)
     restarted = register_sweep(store, sweep, proto.ref())
@@ -190,16 +146,21 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
         _reap(None)                    # a driver that was killed outright left its campaigns' sandboxes
     start = states(store, sweep.campaigns)
     todo = [k for k in sweep.campaigns if start[k.key].outcome is None]
-    if not todo:                       # every campaign finished in an earlier run: nothing for Ray to do
+    if not todo:                       # every campaign finished in an earlier run: nothing to run
         store.close()
         return _tally(sweep, start, {}, {}, db=db, address="not started (nothing to run)",
-                      ray_version=_ray_version(), restarted=restarted, t0=t0)
-    address = _init_ray(ray_address)
+                      ray_version="" if local else installed_ray_version(), restarted=restarted, t0=t0, local=local)
+    executor: Executor
+    if local:
+        from atb_agent.sweep._local import LocalExecutor
+
+        executor = LocalExecutor(sweep, args)
+    else:
+        from atb_agent.sweep._executor import RayExecutor
+
+        executor = RayExecutor(sweep, args, ray_address)
     old_term = signal.signal(signal.SIGTERM, _raise_stop) if _main_thread() else None
-    # ray types a function with keyword-only parameters as one taking no arguments.
-    remote: Any = ray.remote(run_attempt)  # type: ignore[arg-type]
-    res = _resources(sweep)
-    cap = sweep.spec.devices.max_concurrent or len(todo) or 1
+    cap = min(x for x in (sweep.spec.devices.max_concurrent, executor.capacity, len(todo)) if x)
     waiting = list(todo)
     inflight: dict[Any, CampaignKey] = {}
     results: dict[str, dict[str, Any]] = {}
@@ -208,16 +169,11 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
         while waiting or inflight:
             while waiting and len(inflight) < cap:
                 k = waiting.pop(0)
-                ref = remote.options(name=f"atb-campaign {k.task_id} {k.tuner} seed {k.seed}",
-                                     max_retries=sweep.spec.max_retries, retry_exceptions=False, **res).remote(
-                    k.model_dump(), budget=sweep.spec.budget, backend=sweep.spec.devices.backend,
-                    base_url=sweep.spec.base_url, db=db, transcripts_dir=transcripts)
-                inflight[ref] = k
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_S)
-            for ref in ready:
-                k = inflight.pop(ref)
+                inflight[executor.submit(k)] = k
+            for handle in executor.wait(list(inflight), POLL_S):
+                k = inflight.pop(handle)
                 try:
-                    results[k.key] = ray.get(ref)
+                    results[k.key] = executor.result(handle)
                 except Exception as exc:  # noqa: BLE001 - a campaign's failure is reported, the sweep goes on
                     errors[k.key] = _one_line(exc)
             st = states(store, sweep.campaigns)
@@ -231,10 +187,9 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
         raise KeyboardInterrupt from None
     finally:
         cancelled = list(inflight.values())
-        if inflight:
-            for ref in inflight:
-                ray.cancel(ref, force=True)
-        ray.shutdown()
+        for handle in inflight:
+            executor.cancel(handle)
+        executor.shutdown()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
         if cancelled:
@@ -243,8 +198,8 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None,
         store.close()
         if progress is not None:
             progress.close()
-    return _tally(sweep, final, results, errors, db=db, address=address, ray_version=ray.__version__,
-                  restarted=restarted, t0=t0)
+    return _tally(sweep, final, results, errors, db=db, address=executor.address, ray_version=executor.version,
+                  restarted=restarted, t0=t0, local=local)
 
 
 def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0) -> None:
@@ -281,14 +236,8 @@ def _reap(cancelled: int | None) -> None:
               f"{len(report.workspaces_removed)} workspace(s) left by {why}", file=sys.stderr, flush=True)
 
 
-def _ray_version() -> str:
-    import ray
-
-    return str(ray.__version__)
-
-
 def _tally(sweep: ResolvedSweep, final: dict[str, CampaignState], results: dict[str, Any], errors: dict[str, str],
-           *, db: str, address: str, ray_version: str, restarted: bool, t0: float) -> SweepResult:
+           *, db: str, address: str, ray_version: str, restarted: bool, t0: float, local: bool) -> SweepResult:
     out: list[CampaignResult] = []
     for k in sweep.campaigns:
         s = final[k.key]
@@ -300,7 +249,8 @@ def _tally(sweep: ResolvedSweep, final: dict[str, CampaignState], results: dict[
                                   error=errors.get(k.key)))
     return SweepResult(
         sweep_id=sweep.sweep_id, spec_sha256=sweep.spec_sha256, store=redact(db), ray_address=address,
-        ray_version=ray_version, restarted=restarted, budget=sweep.spec.budget, campaigns=out,
+        ray_version=ray_version, executor="local" if local else "ray", restarted=restarted, budget=sweep.spec.budget,
+        campaigns=out,
         done=sum(c.status == "done" for c in out), failed=sum(c.status != "done" for c in out),
         iterations=sum(c.iterations for c in out), usable_iterations=sum(c.usable for c in out),
         wall_s=round(time.monotonic() - t0, 3))
