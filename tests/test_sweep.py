@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 import pytest
 
 from atb_agent.cli import main
+from sweep_cli import finish as _finish
+from sweep_cli import store_rows as _rows
 
 ray = pytest.importorskip("ray")
 
@@ -65,37 +66,6 @@ def _spec(tmp: Path, text: str) -> Path:
 def _sweep(spec: Path, db: str, address: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "atb_agent.cli", "sweep", str(spec), "--ray", address, "--db", db,
                              "--json", "--no-live"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def _finish(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
-    out, err = proc.communicate(timeout=timeout)
-    lines = [x for x in out.splitlines() if x.strip()]
-    assert len(lines) == 1, f"--json must print exactly one line, got {out!r}; stderr: {err[-3000:]}"
-    return proc.returncode, json.loads(lines[0]), err
-
-
-def _rows(db: Path | str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Read the store directly (SQLite read-only, or PostgreSQL), as an observer outside the sweep."""
-    if str(db).startswith("postgresql://"):
-        import psycopg
-
-        from harness.store._postgres import PgExecutor
-
-        with psycopg.connect(str(db), autocommit=True) as pg:
-            try:
-                return [tuple(r) for r in PgExecutor(pg).execute(sql, params).fetchall()]
-            except psycopg.errors.UndefinedTable:
-                return []
-    db = Path(db)
-    if not db.exists():
-        return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return list(conn.execute(sql, params))
-    except sqlite3.OperationalError:           # the schema is still being created
-        return []
-    finally:
-        conn.close()
 
 
 def _wait_for(cond: Any, proc: subprocess.Popen[str], timeout: float = 300) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,9 @@ import pytest
 from atb_agent.cli import main
 from atb_agent.sweep import DevicesSpec
 from atb_agent.sweep._local import LOCAL_ADDRESS, device_slots, visible_gpus
+from benchmark_scripts import load_benchmark
+from sweep_cli import finish as _finish
+from sweep_cli import store_rows as _rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,25 +72,6 @@ def _sweep(spec: Path, db: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "atb_agent.cli", "sweep", str(spec), "--local", "--db", str(db),
                              "--json", "--no-live"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=str(spec.parent))
-
-
-def _finish(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
-    out, err = proc.communicate(timeout=timeout)
-    lines = [x for x in out.splitlines() if x.strip()]
-    assert len(lines) == 1, f"--json must print exactly one line, got {out!r}; stderr: {err[-3000:]}"
-    return proc.returncode, json.loads(lines[0]), err
-
-
-def _rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if not db.exists():
-        return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return list(conn.execute(sql, params))
-    except sqlite3.OperationalError:           # the schema is still being created
-        return []
-    finally:
-        conn.close()
 
 
 @pytest.mark.slow
@@ -152,10 +135,9 @@ def test_a_killed_campaign_process_is_started_again_and_resumes_storing_each_ite
 @pytest.mark.slow
 def test_a_local_kernelbench_sweep_exports_the_rows_the_paper_table_renders(
         tmp_path: Path, no_ray: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    import kernelbench_sweep_rows
-    import render_kernelbench_arms
+    monkeypatch.setattr(sys, "path", list(sys.path))     # the scripts put benchmarks/ on it
+    kernelbench_sweep_rows = load_benchmark("kernelbench_sweep_rows")
+    render_kernelbench_arms = load_benchmark("render_kernelbench_arms")
 
     level = tmp_path / "kb" / "level1"
     level.mkdir(parents=True)
