@@ -120,7 +120,7 @@ HEAVY_FILES_FIRST = (
     "tests/test_resume_killed.py",                  # ~86 s
     "tests/test_random_kernelbench.py",             # ~80 s
     "tests/redteam/test_redteam_quarantine.py",     # ~80 s
-    "tests/test_sweep_local.py",                    # ~70 s: local sweeps without Ray, a killed campaign, an export
+    "tests/test_sweep_local.py",                    # ~40 s: local sweeps without Ray (one exported), a killed campaign
     "tests/test_engine_gpu_space.py",               # ~60 s
     "tests/redteam/test_redteam_neutralised.py",    # ~60 s
     "tests/test_mcp_http.py",                       # ~54 s

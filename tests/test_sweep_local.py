@@ -1,8 +1,9 @@
 """``atb sweep --local``: the same sweep without Ray, as processes of this machine (a GPU host without Ray).
 
 The sweeps run as the real CLI in subprocesses, on a Python path where ``import ray`` fails, so nothing
-here can lean on Ray being installed: a grid completes and a rerun repeats nothing; a campaign process
-killed mid-campaign is started again and resumes, each iteration stored once.
+here can lean on Ray being installed: a KernelBench-format grid completes, its rows export and render, and
+a rerun repeats nothing; a campaign process killed mid-campaign is started again and resumes, each
+iteration stored once.
 """
 
 from __future__ import annotations
@@ -75,11 +76,16 @@ def _sweep(spec: Path, db: Path, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
-def test_a_local_sweep_without_ray_completes_and_a_rerun_repeats_nothing(tmp_path: Path, no_ray: dict[str, str]) -> None:
+def test_a_local_kernelbench_sweep_without_ray_completes_exports_its_table_rows_and_a_rerun_repeats_nothing(
+        tmp_path: Path, no_ray: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     probe = subprocess.run([sys.executable, "-c", "import ray"], env=no_ray, capture_output=True, text=True, check=False)
     assert probe.returncode != 0 and "no Ray on this host" in probe.stderr, "the fixture did not hide Ray"
+    level = tmp_path / "kb" / "level1"
+    level.mkdir(parents=True)
+    (level / "7_good_scale.py").write_text(
+        (REPO / "tests" / "fixtures" / "kernelbench_bad_input" / "good_scale.py").read_text(encoding="utf-8"))
     spec = tmp_path / "sweep.yaml"
-    spec.write_text("tasks: [relu]\ntuners: [random]\nseeds: [1, 2]\nbudget: 1\ndevices: {max_concurrent: 1}\n")
+    spec.write_text(f"tasks: ['{level}/*.py']\ntuners: [random]\nseeds: [1, 2]\nbudget: 1\ndevices: {{max_concurrent: 1}}\n")
     db = tmp_path / "local.sqlite"
     proc = _sweep(spec, db, no_ray)
     rc, out, err = _finish(proc)
@@ -92,6 +98,27 @@ def test_a_local_sweep_without_ray_completes_and_a_rerun_repeats_nothing(tmp_pat
     pids = {b["pid"] for b in bodies}
     assert len(pids) == 2 and proc.pid not in pids, "each campaign runs in a process of its own, not the driver"
     assert all(b["node"]["ray_node_id"] == "" for b in bodies)
+
+    # the paper table's rows from the sweep's store, once each, rendered
+    monkeypatch.setattr(sys, "path", list(sys.path))     # the scripts put benchmarks/ on it
+    kernelbench_sweep_rows = load_benchmark("kernelbench_sweep_rows")
+    render_kernelbench_arms = load_benchmark("render_kernelbench_arms")
+    rows = tmp_path / "rows.jsonl"
+    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(rows)]) == 0
+    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(rows)]) == 0   # nothing twice
+    got = sorted((json.loads(x) for x in rows.read_text().splitlines()), key=lambda r: r["seed"])
+    assert [r["campaign_id"] for r in got] == [c["campaign_id"] for c in sorted(out["campaigns"], key=lambda c: c["seed"])]
+    for r in got:
+        assert r["kind"] == "random_campaign" and r["driver"] == "atb sweep" and r["measuring_digest"]
+        assert (r["problem"], r["id"], r["level"], r["device"], r["budget"]) == ("7_good_scale", 7, 1, "cpu", 1)
+        assert r["outcome"] == "completed" and r["iterations_recorded"] == 1 == len(r["iterations"])
+    table = render_kernelbench_arms.render(render_kernelbench_arms.read_rows([rows]))
+    assert "| 7_good_scale |" in table and "random (seed 1, budget 1, cpu, level 1)" in table
+    # a tree whose protocol is not the one the store's campaigns ran under stamps no row
+    monkeypatch.setattr(kernelbench_sweep_rows, "tree_protocol_sha256", lambda: "0" * 64)
+    capsys.readouterr()
+    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(tmp_path / "other.jsonl")]) == 2
+    assert "ran under protocol" in capsys.readouterr().err and not (tmp_path / "other.jsonl").exists()
 
     rc, again, err = _finish(_sweep(spec, db, no_ray))
     assert rc == 0, err[-3000:]
@@ -130,39 +157,3 @@ def test_a_killed_campaign_process_is_started_again_and_resumes_storing_each_ite
     assert rows[0][1:] == (rid0, vid0, at0), "iteration 0 was stored again after the resume"
     pids = [json.loads(b)["pid"] for (b,) in _rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'")]
     assert len(pids) == 2 and pids[0] == attempt["pid"] and pids[1] != pids[0]
-
-
-@pytest.mark.slow
-def test_a_local_kernelbench_sweep_exports_the_rows_the_paper_table_renders(
-        tmp_path: Path, no_ray: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))     # the scripts put benchmarks/ on it
-    kernelbench_sweep_rows = load_benchmark("kernelbench_sweep_rows")
-    render_kernelbench_arms = load_benchmark("render_kernelbench_arms")
-
-    level = tmp_path / "kb" / "level1"
-    level.mkdir(parents=True)
-    (level / "7_good_scale.py").write_text(
-        (REPO / "tests" / "fixtures" / "kernelbench_bad_input" / "good_scale.py").read_text(encoding="utf-8"))
-    spec = tmp_path / "sweep.yaml"
-    spec.write_text(f"tasks: ['{level}/*.py']\ntuners: [random]\nseeds: [1]\nbudget: 2\n")
-    db = tmp_path / "kb.sqlite"
-    rc, out, err = _finish(_sweep(spec, db, no_ray))
-    assert rc == 0 and out["done"] == 1, err[-3000:]
-
-    rows = tmp_path / "rows.jsonl"
-    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(rows)]) == 0
-    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(rows)]) == 0   # nothing twice
-    (row,) = [json.loads(x) for x in rows.read_text().splitlines()]
-    (c,) = out["campaigns"]
-    assert row["kind"] == "random_campaign" and row["driver"] == "atb sweep" and row["campaign_id"] == c["campaign_id"]
-    assert (row["problem"], row["id"], row["level"], row["device"], row["budget"]) == ("7_good_scale", 7, 1, "cpu", 2)
-    assert row["outcome"] == "completed" and row["iterations_recorded"] == 2 == len(row["iterations"])
-    assert row["usable_iterations"] == c["usable"] and row["measuring_digest"]
-    table = render_kernelbench_arms.render(render_kernelbench_arms.read_rows([rows]))
-    assert "| 7_good_scale |" in table and "random (seed 1, budget 2, cpu, level 1)" in table
-
-    # a tree whose protocol is not the one the store's campaign ran under
-    monkeypatch.setattr(kernelbench_sweep_rows, "tree_protocol_sha256", lambda: "0" * 64)
-    capsys.readouterr()
-    assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(tmp_path / "other.jsonl")]) == 2
-    assert "ran under protocol" in capsys.readouterr().err and not (tmp_path / "other.jsonl").exists()
