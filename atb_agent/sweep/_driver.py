@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from atb_agent.sweep._errors import SweepError
-from atb_agent.sweep._executor import AttemptArgs, Executor, installed_ray_version, token_auth_if_available
+from atb_agent.sweep._executor import AttemptArgs, Executor, installed_ray_version
 from atb_agent.sweep._ledger import CampaignState, attempts, register_sweep, states
 from atb_agent.sweep._progress import ProgressRow, ProgressTable
 from atb_agent.sweep._spec import CampaignKey, ResolvedSweep
@@ -130,8 +130,6 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None, 
     """
     if local and ray_address:
         raise SweepError("--local runs the campaigns here, without Ray: it cannot be given with --ray")
-    if ray_address:
-        token_auth_if_available()
     from harness.store._open import open_store
     from protocol import load_protocol
 

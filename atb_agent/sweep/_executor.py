@@ -10,6 +10,8 @@ run by the same :func:`atb_agent.sweep._worker.run_attempt`, in either.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -67,13 +69,13 @@ class RayExecutor:
     capacity: int | None = None
 
     def __init__(self, sweep: ResolvedSweep, args: AttemptArgs, address: str | None) -> None:
+        self.address = init_ray(address)   # first: Ray reads its auth mode when it is imported
         import ray
 
         from atb_agent.sweep._worker import run_attempt
         from harness.measure.backends import backend_named
 
         self._ray = ray
-        self.address = init_ray(address)
         self.version = str(ray.__version__)
         # ray types a function with keyword-only parameters as one taking no arguments.
         self._remote: Any = ray.remote(run_attempt)  # type: ignore[arg-type]
@@ -106,6 +108,8 @@ def init_ray(address: str | None) -> str:
     Raises:
         SweepError: Ray is not installed or the cluster cannot be reached.
     """
+    if address:
+        token_auth_if_available()
     try:
         import ray
     except ImportError as exc:
@@ -114,7 +118,6 @@ def init_ray(address: str | None) -> str:
     common: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
     try:
         if address:
-            token_auth_if_available()
             ctx = ray.init(address=address, **common)
         else:
             ctx = ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
@@ -128,9 +131,6 @@ def token_auth_if_available() -> None:
     """Ray 2.5x+ clusters started by ``ray.init``/``ray start`` require a token by default, kept in
     ``~/.ray/auth_token``; a driver connecting to one sends it only in token mode. Turn token mode on
     when a token is at hand and the user has not chosen a mode (``RAY_AUTH_MODE``)."""
-    import sys
-    from pathlib import Path
-
     if "RAY_AUTH_MODE" in os.environ:
         return
     path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
