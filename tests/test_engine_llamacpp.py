@@ -129,8 +129,14 @@ def test_cli_eval_prints_one_json_object(fast_task_path: Path, tmp_path: Path) -
 
 
 def test_random_search_runs_real_trials(fast_task, store: ResultStore) -> None:
-    """The `atb search` path: the seeded random search through the engine subject (its own session)."""
-    summary = random_search_task(EngineSubject(fast_task), store=store, protocol=PROTO, budget=2, seed=3)
+    """The `atb search` path: the seeded random search through the engine subject (its own session).
+
+    Plumbing, not the protocol's numbers (those are checked by the end-to-end trial above): each trial is
+    kept short (1 repetition x 8 requests per paired seed, 1 warm-up request; the store's rules hold the
+    paired seeds at the protocol's count)."""
+    proto = PROTO.model_copy(update={"engine": PROTO.engine.model_copy(
+        update={"requests_per_trial": 8, "reps_per_seed": 1, "warmup_requests": 1})})
+    summary = random_search_task(EngineSubject(fast_task), store=store, protocol=proto, budget=2, seed=3)
     rows = store.query("SELECT status, kind FROM verdicts")
     assert len(rows) == 2 and all(r["kind"] == "engine" for r in rows)
     from harness.records import sha256_text
