@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")]
 
 ROOT = Path(__file__).resolve().parents[1]
+# swish (128 x 1024) rather than relu (128 x 8192): the same path through the server, fewer seconds per
+# harness measurement; nothing here is about the task
+TASK = "swish"
 
 CANDIDATE = '''import torch
 import torch.nn as nn
@@ -36,7 +39,7 @@ import torch.nn as nn
 
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp_min(x, 0.0)
+        return torch.nn.functional.silu(x)
 '''
 
 
@@ -50,7 +53,7 @@ async def _connect(db: Path, errlog: Path, who: tuple[str, str], session: Any, *
 
     params = StdioServerParameters(
         command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
-        args=["-m", "atb_agent.cli", "mcp", "serve", "relu", "--budget", "2", "--seed", "0", "--db", str(db),
+        args=["-m", "atb_agent.cli", "mcp", "serve", TASK, "--budget", "2", "--seed", "0", "--db", str(db),
               "--sandbox", "bwrap", *extra])
     with errlog.open("a") as err:
         async with Client(stdio_client(params, errlog=err), mode=mode,
@@ -124,7 +127,7 @@ def test_bad_calls_disconnect_and_resume(tmp_path: Path, capsys: pytest.CaptureF
 
     # resuming with other arguments is bad input (exit 2), before anything is started
     capsys.readouterr()
-    assert main(["mcp", "serve", "relu", "--budget", "2", "--seed", "1", "--db", str(db), "--resume", run_id,
+    assert main(["mcp", "serve", TASK, "--budget", "2", "--seed", "1", "--db", str(db), "--resume", run_id,
                  "--sandbox", "bwrap"]) == 2
     assert "resume an MCP campaign with its own" in capsys.readouterr().err
 
@@ -155,7 +158,7 @@ def test_bad_calls_disconnect_and_resume(tmp_path: Path, capsys: pytest.CaptureF
     # a tampered log is refused by replay (exit 2), before any sandbox is started
     tampered = tmp_path / "tampered.jsonl"
     text = Path(second["status"]["call_log"]).read_text(encoding="utf-8")
-    tampered.write_text(text.replace("clamp_min", "clamp_max", 1), encoding="utf-8")
+    tampered.write_text(text.replace("functional.silu", "functional.selu", 1), encoding="utf-8")
     capsys.readouterr()
     assert main(["replay", str(tampered), "--json"]) == 2
     assert "McpLogTampered" in json.loads(capsys.readouterr().out)["error"]

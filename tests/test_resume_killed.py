@@ -99,9 +99,11 @@ def test_a_killed_random_search_resumes_with_each_iteration_stored_once(tmp_path
     # shows: a redone iteration 0 (kept rows compared), a restarted or shifted seed sequence (the resumed
     # candidate must be the seed's second, and the seed's first two differ: asserted below), a verdict
     # stored twice, a second session per resume or an orphan one, a refused resume that writes rows.
+    # swish (128 x 1024), not relu (128 x 8192): fewer seconds per harness measurement, and its seed-1 sequence
+    # starts with two different candidates as relu's did (asserted below)
     budget = 2
     db = tmp_path / "atb.sqlite"
-    args = ["run", "relu", "--tuner", "random", "--budget", str(budget), "--seed", "1", "--db", str(db)]
+    args = ["run", "swish", "--tuner", "random", "--budget", str(budget), "--seed", "1", "--db", str(db)]
     run_id = _start_and_kill_after_first_iteration(atb_argv(*args), db, dict(os.environ))
     before = _rows(db, "SELECT idx, verdict_id FROM iterations WHERE campaign_id = ? ORDER BY idx", (run_id,))
     assert len(before) == 1 and not _rows(db, "SELECT 1 FROM campaign_outcomes")
@@ -132,7 +134,7 @@ def test_a_killed_random_search_resumes_with_each_iteration_stored_once(tmp_path
     from harness.tasks import load_task
     from harness.tuning.search import KnobSpace, RandomSearch
 
-    task = load_task("relu")
+    task = load_task("swish")
     space = KnobSpace.coerce(task.knob_space)
     want = [sha256_text(task.render_candidate(k)) for k in RandomSearch(space, 1).sequence(budget)]
     assert want[0] != want[1], "the seed's first two candidates must differ, or a restarted sequence would pass"

@@ -186,7 +186,8 @@ def test_four_campaign_sweep_on_postgres_stopped_and_restarted_completes_repeati
     """Issue 17's target: 4 campaigns over 2 native tasks on this CPU, under Ray, against PostgreSQL;
     stopped after its first stored iteration and run again, it finishes without repeating anything."""
     db = pg_db
-    spec = _spec(tmp_path, "tasks: [relu, scale_shift]\ntuners: [random]\nseeds: [1, 2]\nbudget: 2\n")
+    # swish rather than relu (128 x 8192): two small native tasks, fewer seconds per harness measurement
+    spec = _spec(tmp_path, "tasks: [swish, scale_shift]\ntuners: [random]\nseeds: [1, 2]\nbudget: 2\n")
     first = _sweep(spec, db, ray_address)
     stored = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id FROM iterations"), first)
     first.send_signal(signal.SIGTERM)                 # stop the driver after the first stored iteration
@@ -200,7 +201,7 @@ def test_four_campaign_sweep_on_postgres_stopped_and_restarted_completes_repeati
     rc, out, err = _finish(_sweep(spec, db, ray_address))
     assert rc == 0, err[-3000:]
     assert out["restarted"] is True and out["done"] == 4 and out["failed"] == 0
-    assert len(out["campaigns"]) == 4 and {c["task_id"] for c in out["campaigns"]} == {"relu", "scale_shift"}
+    assert len(out["campaigns"]) == 4 and {c["task_id"] for c in out["campaigns"]} == {"swish", "scale_shift"}
     for c in out["campaigns"]:
         assert c["outcome"] == "completed" and c["iterations"] == 2
         _iterations_once(db, c["campaign_id"], 2)
@@ -229,8 +230,8 @@ def test_four_campaign_sweep_on_postgres_stopped_and_restarted_completes_repeati
 
 def test_killed_ray_worker_campaign_resumes_storing_each_iteration_once(ray_address: str, tmp_path: Path) -> None:
     db = tmp_path / "kill.sqlite"
-    budget = 2
-    spec = _spec(tmp_path, f"tasks: [relu]\ntuners: [random]\nseeds: [7]\nbudget: {budget}\nmax_retries: 2\n")
+    budget = 2                                      # swish, not relu (128 x 8192): a cheaper measurement
+    spec = _spec(tmp_path, f"tasks: [swish]\ntuners: [random]\nseeds: [7]\nbudget: {budget}\nmax_retries: 2\n")
     proc = _sweep(spec, str(db), ray_address)
     first = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id, verdict_id, created_at FROM iterations"), proc)
     (cid, idx0, rid0, vid0, at0), = first
