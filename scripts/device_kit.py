@@ -28,6 +28,8 @@ Here (the development machine)::
 
     .venv/bin/python scripts/device_kit.py build          # ~2-3 min the first time (xz of the GGUF is cached)
     .venv/bin/python scripts/device_kit.py plan           # per-call sizes now, and the device commands
+    .venv/bin/python scripts/device_kit.py carry [--rows R.jsonl]   # a *measuring* call's carry instead:
+                                                          # .whl, build/atb-confine, .kb, .snap (.gpu_rows)
 
 On the device, from the repository root (what ``plan`` prints; ``scripts/device_kit_setup.sh`` does it)::
 
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import lzma
 import os
@@ -86,11 +89,14 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # LangGraph graph and its SQLite checkpointer, truncation counting, the store's signed checkpoints) that
 # the GPU image lacks or may hold in another version. Versions are this machine's venv's (the ones the
 # project is tested with). Found by importing the path in a clean venv holding only the image's packages.
-KIT_PACKAGES = (
-    # what `atb eval` already carried there (README: shared notes) and the store's signing
+# What `atb eval` and the measuring benchmarks need there (README: shared notes) and the store's signing:
+# the wheels of a measuring call's ``.whl`` (``carry``), and the first part of the kit's site.
+EVAL_PACKAGES = (
     "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions", "rich",
     "markdown-it-py", "mdurl", "pygments", "httpx", "httpcore", "h11", "anyio", "idna", "certifi", "sniffio",
     "click", "pyyaml", "cryptography", "cffi", "pycparser",
+)
+KIT_PACKAGES = EVAL_PACKAGES + (
     # LangGraph and its checkpointers
     "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langgraph-prebuilt", "langgraph-sdk",
     "langchain-core", "langchain-protocol", "langsmith", "jsonpatch", "jsonpointer", "tenacity", "uuid-utils",
@@ -180,12 +186,10 @@ def _pip(argv: list[str]) -> None:
         raise SystemExit(f"pip {argv[0]} failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
 
 
-def build_site(cache: Path, python_version: str) -> tuple[Path, dict[str, str]]:
-    """Download the pinned wheels for ``python_version`` and install them (no dependencies resolved: the
-    list is the whole closure) into a staging folder, as the device's ``pip install --target`` would."""
-    pins = _venv_versions(KIT_PACKAGES)
-    tag = python_version.replace(".", "")
-    wheels = cache / f"wheels-cp{tag}"
+def download_wheels(names: tuple[str, ...], python_version: str, wheels: Path) -> tuple[list[Path], dict[str, str]]:
+    """The wheels of ``names`` at this venv's versions for CPython ``python_version`` (manylinux x86_64), in
+    ``wheels``; no dependencies resolved (the list is the whole closure)."""
+    pins = _venv_versions(names)
     wheels.mkdir(parents=True, exist_ok=True)
     reqs = [f"{n}=={v}" for n, v in pins.items()]
     say(f"downloading {len(reqs)} wheels for CPython {python_version} manylinux x86_64 into {wheels}")
@@ -199,6 +203,14 @@ def build_site(cache: Path, python_version: str) -> tuple[Path, dict[str, str]]:
     if len(keep) != len(pins):
         got = {w.name.split("-")[0].lower().replace("_", "-") for w in keep}
         raise SystemExit(f"wheels missing after download: {sorted(set(pins) - got)}")
+    return keep, pins
+
+
+def build_site(cache: Path, python_version: str) -> tuple[Path, dict[str, str]]:
+    """Download the pinned wheels for ``python_version`` and install them into a staging folder, as the
+    device's ``pip install --target`` would."""
+    tag = python_version.replace(".", "")
+    keep, pins = download_wheels(KIT_PACKAGES, python_version, cache / f"wheels-cp{tag}")
     site = cache / f"site-cp{tag}"
     shutil.rmtree(site, ignore_errors=True)
     _pip(["install", "-q", "--no-index", "--no-deps", "--no-compile", "--target", str(site),
@@ -221,11 +233,32 @@ def _system_lib(name: str) -> Path:
 
 
 def _bwrap_bundle(root: Path) -> Path:
+    """``build/atb-confine``: this machine's bwrap (Debian's 0.8), the libraries ``ldd`` lists and the
+    loader, made when missing. The GPU machine has no bubblewrap; it runs this one as
+    ``ATB_BWRAP="$B/ld-linux-x86-64.so.2 --library-path $B $B/bwrap"``."""
     bundle = root / "build" / "atb-confine"
-    if not (bundle / "bwrap").is_file():
-        raise SystemExit(f"no bwrap bundle at {bundle} (bwrap, ld-linux-x86-64.so.2 and the libraries ldd lists "
-                         "for Debian's /usr/bin/bwrap); make it first")
+    if (bundle / "bwrap").is_file():
+        return bundle
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SystemExit("bwrap is not installed here (Debian package bubblewrap: scripts/setup.sh installs it)")
+    libs = [line.split("=>")[1].split()[0] for line in
+            subprocess.run(["ldd", bwrap], capture_output=True, text=True, check=True).stdout.splitlines()
+            if "=>" in line and "/" in line.split("=>")[1]]
+    bundle.mkdir(parents=True, exist_ok=True)
+    for f in (bwrap, *libs, "/lib64/ld-linux-x86-64.so.2"):
+        shutil.copy(Path(f).resolve(), bundle / Path(f).name)
+    say(f"bundled {bwrap} with {len(libs)} libraries and the loader into {bundle}")
     return bundle
+
+
+def _archive_into(git_dir: Path | None, dest: Path) -> None:
+    """``git archive HEAD`` of ``git_dir`` (None: this repository) extracted into ``dest``."""
+    cmd = ["git", *(["--git-dir", str(git_dir)] if git_dir else ["-C", str(ROOT)]), "archive", "HEAD"]
+    data = subprocess.run(cmd, capture_output=True, check=True).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
 
 
 def _xz_file(src: Path, dest: Path) -> None:
@@ -724,6 +757,43 @@ def unpack_llama_src(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- carry (here)
+def carry(args: argparse.Namespace) -> int:
+    """Make the ignored paths a measuring device call carries (issue 25's rows, KernelBench A/A sweeps), on a
+    fresh checkout: ``.whl`` (this venv's versions of :data:`EVAL_PACKAGES` for the device's Python),
+    ``build/atb-confine``, ``.kb/KernelBench`` (from the fetched mirror), ``.snap`` (``git archive HEAD``,
+    what the device measures) and, given ``--rows``, ``.gpu_rows/honest.jsonl`` (rows already taken, so the
+    corpus skips those entries). The device command is in benchmarks/results/honest_h200/STATUS_issue25.md."""
+    for entry in ("/.kb/", "/.snap/", "/.kit/"):
+        ensure_excluded(ROOT, entry)
+    download_wheels(EVAL_PACKAGES, args.python_version, ROOT / ".whl")
+    bundle = _bwrap_bundle(ROOT)
+    subprocess.run([str(bundle / "ld-linux-x86-64.so.2"), "--library-path", str(bundle), str(bundle / "bwrap"),
+                    "--version"], check=True, capture_output=True)
+    kb = ROOT / ".kb" / "KernelBench"
+    if not (kb / "KernelBench" / "level1").is_dir():
+        if not args.kb_mirror.is_dir():
+            raise SystemExit(f"no KernelBench mirror at {args.kb_mirror} (fetch github:ScalingIntelligence/KernelBench)")
+        _archive_into(args.kb_mirror, kb)
+        say(f"KernelBench extracted into {kb}")
+    snap = ROOT / ".snap"
+    shutil.rmtree(snap, ignore_errors=True)
+    _archive_into(None, snap)
+    digest = subprocess.run([sys.executable, "scripts/measuring_digest.py"], cwd=snap, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    say(f".snap is {rev}, measuring digest {digest}")
+    if subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "harness", "protocol"],
+                      capture_output=True, text=True, check=True).stdout.strip():
+        say("uncommitted changes under harness/ or protocol/ are NOT in .snap")
+    if args.rows is not None:
+        (ROOT / ".gpu_rows").mkdir(exist_ok=True)
+        shutil.copy(args.rows, ROOT / ".gpu_rows" / "honest.jsonl")
+        say(f".gpu_rows/honest.jsonl: {len(args.rows.read_text().splitlines())} rows from {args.rows}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -738,6 +808,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="size of each part (default: 64 MiB less the working tree and the margin)")
     b.add_argument("--margin", type=int, default=DEFAULT_MARGIN, help="bytes kept free in each call's carry")
     b.set_defaults(handler=build)
+    c = sub.add_parser("carry", help="make a measuring call's carried paths (.whl, build/atb-confine, .kb, .snap, "
+                                     ".gpu_rows) on a fresh checkout")
+    c.add_argument("--rows", type=Path, default=None, help="rows already taken, as .gpu_rows/honest.jsonl")
+    c.add_argument("--python-version", default=DEVICE_PYTHON, help="the device's Python (default 3.12)")
+    c.add_argument("--kb-mirror", type=Path, default=Path(os.environ.get(
+        "ATB_KB_MIRROR", "/work/.mirror/ScalingIntelligence+KernelBench/repo")), help="KernelBench's fetched git mirror")
+    c.set_defaults(handler=carry)
     pl = sub.add_parser("plan", help="print each call's carry size now and the carry lists")
     pl.add_argument("--out", type=Path, default=ROOT / ".kit")
     pl.set_defaults(handler=plan)
