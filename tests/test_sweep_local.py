@@ -108,8 +108,10 @@ def test_a_local_kernelbench_sweep_without_ray_completes_exports_its_table_rows_
     assert kernelbench_sweep_rows.main([str(spec), "--db", str(db), "--out", str(rows)]) == 0   # nothing twice
     got = sorted((json.loads(x) for x in rows.read_text().splitlines()), key=lambda r: r["seed"])
     assert [r["campaign_id"] for r in got] == [c["campaign_id"] for c in sorted(out["campaigns"], key=lambda c: c["seed"])]
+    usable = {c["campaign_id"]: c["usable"] for c in out["campaigns"]}
     for r in got:
         assert r["kind"] == "random_campaign" and r["driver"] == "atb sweep" and r["measuring_digest"]
+        assert r["usable_iterations"] == usable[r["campaign_id"]]
         assert (r["problem"], r["id"], r["level"], r["device"], r["budget"]) == ("7_good_scale", 7, 1, "cpu", 1)
         assert r["outcome"] == "completed" and r["iterations_recorded"] == 1 == len(r["iterations"])
     table = render_kernelbench_arms.render(render_kernelbench_arms.read_rows([rows]))
