@@ -7,7 +7,7 @@ harness: its limits are passed in.
 """
 
 from sandbox._base import Sandbox
-from sandbox._cleanup import CleanupReport, cleanup_leftovers
+from sandbox._cleanup import CleanupReport, cleanup_leftovers, containers_owned_by
 from sandbox._errors import (
     CopyOutError,
     ImageMissingError,
@@ -43,6 +43,7 @@ __all__ = [
     "WorkspaceFileError",
     "build_image",
     "cleanup_leftovers",
+    "containers_owned_by",
     "copy_out",
     "image_status",
     "open_sandbox",

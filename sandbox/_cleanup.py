@@ -16,7 +16,7 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -119,6 +119,7 @@ def cleanup_leftovers(everything: bool = False, workspace_base: Path | None = No
     checked = False
     try:
         import docker
+        import requests
 
         client = docker.from_env(timeout=30)
         client.ping()
@@ -137,6 +138,8 @@ def cleanup_leftovers(everything: bool = False, workspace_base: Path | None = No
                 except docker.errors.APIError as exc:
                     if "already in progress" not in str(exc):
                         raise
+                except requests.exceptions.ReadTimeout:
+                    pass  # the daemon goes on removing it (vfs under load); ``containers_owned_by`` sees when
         client.close()
     except Exception as exc:  # noqa: BLE001 - the daemon may be absent; say so and go on
         note = f"docker not checked: {type(exc).__name__}: {exc}"
@@ -157,3 +160,30 @@ def cleanup_leftovers(everything: bool = False, workspace_base: Path | None = No
             continue
     return CleanupReport(containers_removed=removed, workspaces_removed=ws_removed, cgroups_removed=cg_removed,
                          docker_checked=checked, docker_note=note)
+
+
+def containers_owned_by(pids: Iterable[int]) -> list[str]:
+    """Names of the labelled sandbox containers of this host whose owner is one of ``pids``, in any state
+    (a container being created or removed included); empty where no daemon answers.
+
+    Why: a process killed while the daemon was creating its container leaves one that appears only after a
+    first ``cleanup_leftovers`` pass looked, so whoever reaps a killed run asks again until none is left.
+    """
+    wanted = {str(p) for p in pids}
+    if not wanted:
+        return []
+    import socket
+
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        try:
+            found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+            host = socket.gethostname()
+            return sorted(c.name for c in found
+                          if c.labels.get(LABEL_OWNER_PID) in wanted and c.labels.get(LABEL_OWNER_HOST) == host)
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - no daemon (or it did not answer): nothing this host can list
+        return []

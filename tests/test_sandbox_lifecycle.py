@@ -160,3 +160,47 @@ def test_cli_status_and_build(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     built = json.loads(out)
     assert out.count("\n") == 1 and built["ok"] is True and built["tag"] == load_protocol().sandbox.image
+
+
+@pytest.mark.usefixtures("docker_sandbox_ready")
+def test_a_stopped_sweep_waits_until_the_cancelled_workers_container_is_gone(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The stop of a sweep removes the container a force-cancelled worker left even when the first removal
+    pass does not get it (CI once saw the container still up after ``removed 0 sandbox container(s)``: on vfs
+    under load a removal can outlast the client's timeout). Here the first pass removes nothing, as such a
+    pass does; the container must still be gone when ``reap_cancelled`` returns, and be counted."""
+    import socket
+
+    import sandbox
+    from atb_agent.sweep import _driver
+    from sandbox._identity import LABEL, LABEL_OWNER_HOST, LABEL_OWNER_PID
+
+    client = _client()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)                                   # a worker pid that is gone, as after a force-cancel
+    container = client.containers.create(
+        load_protocol().sandbox.image, ["/bin/sleep", "120"], name=f"atb-sbx-{dead.pid}-reaptest",
+        labels={LABEL: "1", LABEL_OWNER_PID: str(dead.pid), LABEL_OWNER_HOST: socket.gethostname()})
+    real = sandbox.cleanup_leftovers
+    passes: list[int] = []
+
+    def first_pass_times_out() -> sandbox.CleanupReport:
+        passes.append(1)
+        if len(passes) == 1:
+            return sandbox.CleanupReport(containers_removed=[], workspaces_removed=[], cgroups_removed=[],
+                                         docker_checked=True, docker_note="")
+        return real()
+
+    monkeypatch.setattr(sandbox, "cleanup_leftovers", first_pass_times_out)
+    monkeypatch.setattr(_driver, "attempts",
+                        lambda store, key: [{"body": {"node": {"hostname": socket.gethostname()}, "pid": dead.pid}}])
+    try:
+        _driver.reap_cancelled(None, [object()], wait_s=5, removal_s=60)  # type: ignore[list-item]
+        assert len(passes) >= 2
+        assert _gone(client, container.id, within_s=1), "the container outlived the stopped sweep"
+        assert "removed 1 sandbox container(s)" in capsys.readouterr().err
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # noqa: BLE001 - already removed: the expected case
+            pass

@@ -332,7 +332,7 @@ def test_a_stopped_replay_campaign_resumes_as_one_campaign_and_its_transcript_re
     first = _sweep(spec, str(db), ray_address)
     stored = _wait_for(lambda: _rows(db, "SELECT campaign_id, idx, id, verdict_id, created_at FROM iterations"), first)
     first.send_signal(signal.SIGTERM)                      # stop the driver part-way through the replay campaign
-    _, stopped_err = first.communicate(timeout=120)
+    _, stopped_err = first.communicate(timeout=240)
     (cid, *_), = stored
     # the force-cancelled worker could not close its sandbox: the stopping driver removed its container
     worker = json.loads(_rows(db, "SELECT body_json FROM reports WHERE kind = 'sweep_attempt'")[0][0])["pid"]

@@ -200,15 +200,20 @@ def run_sweep(sweep: ResolvedSweep, *, db: str, ray_address: str | None = None, 
                   restarted=restarted, t0=t0, local=local)
 
 
-def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0) -> None:
+def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0, removal_s: float = 90.0) -> None:
     """Remove what the campaigns cancelled by a stop left on this host: a force-cancelled Ray worker dies
     without closing its sandbox, so its container (Docker) or workspace would outlive the sweep.
 
-    Waits up to ``wait_s`` for the workers that took those campaigns up on this host (their pids are in
-    the attempt rows) to be gone, then removes every sandbox whose owner process is dead
-    (:func:`sandbox.cleanup_leftovers`; a live run's sandbox is never touched). Campaigns on other nodes
-    are not reached: ``atb sandbox cleanup`` there.
+    The workers that took those campaigns up on this host are known by the pids of their attempt rows.
+    Waits up to ``wait_s`` for them to be gone, then removes every sandbox whose owner process is dead
+    (:func:`sandbox.cleanup_leftovers`; a live run's sandbox is never touched), and goes on asking for up
+    to ``removal_s`` until none of their containers is listed: on vfs under load one removal can outlast
+    the client's timeout (a single pass once left the container up, still being removed, as the sweep
+    ended), and a worker that died late is reaped by a later pass. Campaigns on other nodes are not
+    reached: ``atb sandbox cleanup`` there.
     """
+    from sandbox import containers_owned_by
+
     host = socket.gethostname()
     pids: list[int] = []
     for k in keys:
@@ -220,18 +225,45 @@ def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0) ->
     deadline = time.monotonic() + wait_s
     while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    _reap(len(keys))
+    containers: set[str] = set()
+    workspaces: set[str] = set()
+    seen: set[str] = set(containers_owned_by(pids))
+    deadline = time.monotonic() + removal_s
+    while True:
+        _remove_leftovers(containers, workspaces)
+        left = containers_owned_by(pids)
+        seen.update(left)
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    containers.update(seen.difference(left))       # a removal that outlasted its request finished meanwhile
+    _say_removed(containers, workspaces, f"{len(keys)} cancelled campaign(s)")
+    if left:
+        print(f"atb sweep: {len(left)} sandbox container(s) of the cancelled campaign(s) still there after "
+              f"{removal_s:.0f} s ({', '.join(left)}); `atb sandbox cleanup` removes them once their worker "
+              "is gone", file=sys.stderr, flush=True)
 
 
 def _reap(cancelled: int | None) -> None:
+    containers: set[str] = set()
+    workspaces: set[str] = set()
+    _remove_leftovers(containers, workspaces)
+    why = f"{cancelled} cancelled campaign(s)" if cancelled is not None else "an earlier run of the sweep"
+    _say_removed(containers, workspaces, why)
+
+
+def _remove_leftovers(containers: set[str], workspaces: set[str]) -> None:
     from sandbox import cleanup_leftovers
 
     report = cleanup_leftovers()
-    gone = len(report.containers_removed) + len(report.workspaces_removed)
-    if gone:
-        why = f"{cancelled} cancelled campaign(s)" if cancelled is not None else "an earlier run of the sweep"
-        print(f"atb sweep: removed {len(report.containers_removed)} sandbox container(s) and "
-              f"{len(report.workspaces_removed)} workspace(s) left by {why}", file=sys.stderr, flush=True)
+    containers.update(report.containers_removed)
+    workspaces.update(report.workspaces_removed)
+
+
+def _say_removed(containers: set[str], workspaces: set[str], why: str) -> None:
+    if containers or workspaces:
+        print(f"atb sweep: removed {len(containers)} sandbox container(s) and "
+              f"{len(workspaces)} workspace(s) left by {why}", file=sys.stderr, flush=True)
 
 
 def _tally(sweep: ResolvedSweep, final: dict[str, CampaignState], results: dict[str, Any], errors: dict[str, str],
