@@ -1,11 +1,15 @@
 """Reading an ``atb sweep`` run from outside it: its one ``--json`` line and its store's rows. Shared by the
-tests of the Ray sweep (``test_sweep.py``) and of the local one (``test_sweep_local.py``)."""
+tests of the Ray sweep (``test_sweep.py``, ``test_sweep_llm_postgres.py``, which also share its
+cluster, ``ray_cluster``) and of the local one (``test_sweep_local.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +43,35 @@ def store_rows(db: Path | str, sql: str, params: tuple[Any, ...] = ()) -> list[t
         return []
     finally:
         conn.close()
+
+
+_RAY_HOLDER = """
+import json, sys, ray
+ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
+               logging_level="ERROR", log_to_driver=False)
+print(json.dumps({"address": ctx.address_info["gcs_address"]}), flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+@contextlib.contextmanager
+def ray_cluster(env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[str]:
+    """A local Ray cluster for a test module, yielding its address: a helper process starts it with
+    ``ray.init`` and holds it until its stdin closes, so the cluster's processes are the test's to stop.
+    ``env`` is the workers' environment (a Ray worker inherits the cluster's, not the driver's)."""
+    proc = subprocess.Popen([sys.executable, "-c", _RAY_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env, cwd=cwd)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, "the Ray holder process exited before the cluster came up"
+        yield str(json.loads(line)["address"])
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

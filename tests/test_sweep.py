@@ -22,39 +22,17 @@ import pytest
 
 from atb_agent.cli import main
 from sweep_cli import finish as _finish
+from sweep_cli import ray_cluster
 from sweep_cli import store_rows as _rows
 
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
-_HOLDER = """
-import json, sys, ray
-ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
-               logging_level="ERROR", log_to_driver=False)
-print(json.dumps({"address": ctx.address_info["gcs_address"]}), flush=True)
-sys.stdin.read()
-ray.shutdown()
-"""
-
-
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, "the Ray holder process exited before the cluster came up"
-        yield str(json.loads(line)["address"])
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with ray_cluster() as address:
+        yield address
 
 
 def _spec(tmp: Path, text: str) -> Path:

@@ -4,8 +4,7 @@ every iteration stored exactly once, and its transcript replays byte-for-byte.
 
 Everything is real but the model: the official OpenAI SDK talks to the loopback server's scripted
 turns; tools run in the sandbox; the harness measures on this CPU; the store and the LangGraph
-checkpoints are on the test PostgreSQL server. The Ray cluster is this module's own (a holder process,
-as in test_sweep.py) so its workers carry the scripted key; the sweep runs as the real CLI.
+checkpoints are on the test PostgreSQL server. The Ray cluster is this module's own (``sweep_cli.ray_cluster``) so its workers carry the scripted key; the sweep runs as the real CLI.
 """
 
 from __future__ import annotations
@@ -22,38 +21,19 @@ from typing import Any
 
 import pytest
 
+from sweep_cli import ray_cluster
+
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_sandbox_ready")]
 
 ROOT = Path(__file__).resolve().parents[1]
-_HOLDER = """
-import json, sys, ray
-ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=96 << 20,
-               logging_level="ERROR", log_to_driver=False)
-print(json.dumps({"address": ctx.address_info["gcs_address"]}), flush=True)
-sys.stdin.read()
-ray.shutdown()
-"""
 
 
 @pytest.fixture(scope="module")
 def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "OPENAI_API_KEY": "sk-scripted"}       # the workers' environment is the cluster's
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=tmp_path_factory.mktemp("ray"))
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, "the Ray holder process exited before the cluster came up"
-        yield str(json.loads(line)["address"])
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with ray_cluster(env=env, cwd=tmp_path_factory.mktemp("ray")) as address:
+        yield address
 
 
 def _rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
