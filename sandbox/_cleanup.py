@@ -166,8 +166,9 @@ def containers_owned_by(pids: Iterable[int]) -> list[str]:
     """Names of the labelled sandbox containers of this host whose owner is one of ``pids``, in any state
     (a container being created or removed included); empty where no daemon answers.
 
-    Why: a process killed while the daemon was creating its container leaves one that appears only after a
-    first ``cleanup_leftovers`` pass looked, so whoever reaps a killed run asks again until none is left.
+    Why: one ``cleanup_leftovers`` pass does not settle a killed run. Its removal request can time out while
+    the daemon goes on removing (vfs under load), and a process still dying keeps its sandbox out of that
+    pass; whoever reaps a killed run asks again until none of its containers is left.
     """
     wanted = {str(p) for p in pids}
     if not wanted:
