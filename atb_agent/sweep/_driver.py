@@ -227,7 +227,7 @@ def reap_cancelled(store: Any, keys: list[CampaignKey], wait_s: float = 15.0, re
         time.sleep(0.2)
     containers: set[str] = set()
     workspaces: set[str] = set()
-    seen: set[str] = set(containers_owned_by(pids))
+    seen: set[str] = set()                         # listed after a pass: removal still under way
     deadline = time.monotonic() + removal_s
     while True:
         _remove_leftovers(containers, workspaces)
